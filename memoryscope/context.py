@@ -1,0 +1,70 @@
+"""The typed context that workers of one workflow run share.
+
+One `MemoryContext` is made per run (concurrent runs share nothing). Workers declare which
+fields they `reads` and `writes`; the workflow check proves every field read was given by the
+caller or written by an earlier step. Values are immutable (tuples, frozen nodes), so parallel
+branches can work on shallow forks of the context and be merged field by field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from memoryscope.memory import MemoryNode
+from memoryscope.stores.base import TimeRange
+
+__all__ = ["MemoryContext", "Message", "CONTEXT_FIELDS", "CALLER_FIELDS"]
+
+
+@dataclass(frozen=True)
+class Message:
+    """One chat message as handed to MemoryScope: who said what, and when."""
+
+    role: str  # "user" | "assistant" | "system"
+    content: str
+    time: datetime
+    name: str = ""  # the speaker's name, when the chat has several people
+    message_id: str = ""
+
+
+@dataclass
+class MemoryContext:
+    """Everything a workflow run knows. Caller fields first, then what workers derive."""
+
+    # -- given by the caller (see CALLER_FIELDS) --
+    user_name: str
+    target_name: str = ""
+    workspace: str = ""
+    query: str = ""
+    query_time: datetime | None = None
+    query_vector: np.ndarray | None = None  # precomputed query embedding, when the caller has one
+    messages: tuple[Message, ...] = ()  # new chat messages to remember
+    memory_ids: tuple[str, ...] = ()  # for delete_memory
+    new_memories: tuple[str, ...] = ()  # texts for add_memory
+    # -- written by workers --
+    time_range: TimeRange | None = None  # when the query is about (extract_time)
+    retrieved: tuple[MemoryNode, ...] = ()  # candidates from the store
+    ranked: tuple[MemoryNode, ...] = ()  # candidates re-scored by the rank model
+    memories: tuple[MemoryNode, ...] = ()  # the operation's answer: memories, best first
+    result: str = ""  # a readable summary of what the operation did
+    details: dict[str, Any] = field(default_factory=dict)  # numbers for the caller (counts, ids)
+    stop_reason: str = ""
+
+    def stop(self, reason: str) -> None:
+        """Ask the runner to end the workflow after the current step, with `reason`."""
+        self.stop_reason = reason
+
+    def fork(self) -> MemoryContext:
+        """A shallow copy for one parallel branch."""
+        return dataclasses.replace(self, details=dict(self.details))
+
+
+CONTEXT_FIELDS: frozenset[str] = frozenset(item.name for item in dataclasses.fields(MemoryContext))
+CALLER_FIELDS: frozenset[str] = frozenset(
+    ("user_name", "target_name", "workspace", "query", "query_time", "query_vector", "messages", "memory_ids", "new_memories")
+)

@@ -1,0 +1,59 @@
+"""What workers may use: the built models, the store and the global settings.
+
+Built once per `MemoryScope` from the config and handed to each worker's `bind`. Lookups name
+the YAML path of the key that asked, so a worker pointing at a missing model fails at load with
+`worker.rank.rank_model: no model 'rank_modle' under model:. Did you mean 'rank_model'?`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from memoryscope.errors import ConfigError, UnknownNameError
+from memoryscope.models.base import EmbeddingModel, GenerationModel, RankModel
+
+if TYPE_CHECKING:
+    from memoryscope.config.schema import GlobalSettings
+    from memoryscope.stores.base import MemoryStore
+
+__all__ = ["Env"]
+
+M = TypeVar("M")
+
+
+@dataclass
+class Env:
+    settings: GlobalSettings
+    models: Mapping[str, Any] = field(default_factory=dict)
+    store: MemoryStore | None = None
+    notices: list[str] = field(default_factory=list)
+
+    def generation_model(self, key: str, where: str) -> GenerationModel | None:
+        """The generation model under `model.<key>`, or None when the config has no LLM."""
+        if key not in self.models:
+            return None
+        return self._typed(key, where, GenerationModel, "generation")
+
+    def embedding_model(self, key: str, where: str) -> EmbeddingModel:
+        return self._typed(self._require(key, where), where, EmbeddingModel, "embedding")
+
+    def rank_model(self, key: str, where: str) -> RankModel:
+        return self._typed(self._require(key, where), where, RankModel, "rank")
+
+    def require_store(self, where: str) -> MemoryStore:
+        if self.store is None:
+            raise ConfigError([(where, "this worker needs a memory store; add a `memory_store:` section")])
+        return self.store
+
+    def _require(self, key: str, where: str) -> str:
+        if key not in self.models:
+            raise UnknownNameError(where, "model key under `model:`", key, self.models)
+        return key
+
+    def _typed(self, key: str, where: str, role: type[M], role_name: str) -> M:
+        model = self.models[key]
+        if not isinstance(model, role):
+            raise ConfigError([(where, f"model.{key} is a {type(model).__name__}, not a {role_name} model")])
+        return model

@@ -1,0 +1,99 @@
+"""The one exception family of MemoryScope.
+
+Every error a user can cause names what to fix: the YAML path of a bad config value, the column
+of a bad workflow string, the closest known name for a misspelt one, the backend, model and
+endpoint of a failing model call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from difflib import get_close_matches
+
+__all__ = [
+    "MemoryScopeError",
+    "ConfigError",
+    "WorkflowSyntaxError",
+    "UnknownNameError",
+    "WorkerError",
+    "StoreError",
+    "ModelError",
+    "closest",
+]
+
+
+class MemoryScopeError(Exception):
+    """Base class of every error raised on purpose by MemoryScope."""
+
+
+class ConfigError(MemoryScopeError):
+    """One or more problems in a config, each with its YAML path (`worker.rank.top_k`)."""
+
+    def __init__(self, problems: Sequence[tuple[str, str]] | str, source: str | None = None):
+        if isinstance(problems, str):
+            problems = [("", problems)]
+        self.problems: list[tuple[str, str]] = list(problems)
+        self.source = source
+        super().__init__(self._render())
+
+    def _render(self) -> str:
+        lines = [f"{path}: {message}" if path else message for path, message in self.problems]
+        head = f"{self.source}: " if self.source else ""
+        if len(lines) == 1:
+            return head + lines[0]
+        count = f"{len(lines)} problems in config"
+        return f"{head}{count}:\n" + "\n".join(f"  - {line}" for line in lines)
+
+
+class UnknownNameError(ConfigError):
+    """A name that no registry knows; the message gives the closest known name."""
+
+    def __init__(self, where: str, kind: str, name: str, known: Iterable[str]):
+        known_sorted = sorted(known)
+        self.name = name
+        self.known = known_sorted
+        close = closest(name, known_sorted)
+        hint = f" Did you mean {close!r}?" if close else ""
+        message = f"unknown {kind} {name!r}.{hint} Known: {', '.join(known_sorted) or '(none)'}"
+        super().__init__([(where, message)])
+
+
+class WorkflowSyntaxError(ConfigError):
+    """A workflow string that does not parse; points at the offending column (1-based)."""
+
+    def __init__(self, workflow: str, column: int, message: str, where: str = ""):
+        self.workflow = workflow
+        self.column = column
+        pointer = " " * (column - 1) + "^"
+        text = f"{message} at column {column}\n    {workflow}\n    {pointer}"
+        super().__init__([(where, text)])
+
+
+class WorkerError(MemoryScopeError):
+    """A worker failed while running; names the workflow (operation) and the worker."""
+
+    def __init__(self, workflow: str, worker: str, cause: BaseException):
+        self.workflow = workflow
+        self.worker = worker
+        self.cause = cause
+        super().__init__(f"workflow {workflow!r}, worker {worker!r}: {type(cause).__name__}: {cause}")
+
+
+class StoreError(MemoryScopeError):
+    """A memory store could not do what was asked (bad path, failed write, model mismatch)."""
+
+
+class ModelError(MemoryScopeError):
+    """A model call failed; names the backend, the model and the endpoint."""
+
+    def __init__(self, backend: str, model: str, endpoint: str, message: str):
+        self.backend = backend
+        self.model = model
+        self.endpoint = endpoint
+        super().__init__(f"{backend} model {model!r} at {endpoint}: {message}")
+
+
+def closest(name: str, known: Iterable[str]) -> str | None:
+    """The known name most like `name`, if any is close enough to be a likely typo."""
+    matches = get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return matches[0] if matches else None

@@ -1,0 +1,134 @@
+"""The memory node: one record of what is known about a user, and how it is shown."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+__all__ = ["MemoryNode", "MemoryType", "MemoryStatus", "new_memory_id", "format_time", "utc_now"]
+
+
+class MemoryType(str, Enum):
+    CONVERSATION = "conversation"
+    OBSERVATION = "observation"
+    OBS_CUSTOMIZED = "obs_customized"
+    INSIGHT = "insight"
+
+
+class MemoryStatus(str, Enum):
+    VALID = "valid"
+    EXPIRED = "expired"
+
+
+_WEEKDAYS = {
+    "en": ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"),
+    "zh": ("周一", "周二", "周三", "周四", "周五", "周六", "周日"),
+}
+
+
+def utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def new_memory_id() -> str:
+    return uuid.uuid4().hex
+
+
+def format_time(moment: datetime, language: str = "en", tz: Any = None) -> str:
+    """`2024-10-26 21:26:20 Sat` (or `周六` for zh), in `tz` when given."""
+    local = moment.astimezone(tz) if tz is not None else moment
+    weekday = _WEEKDAYS.get(language, _WEEKDAYS["en"])[local.weekday()]
+    return f"{local:%Y-%m-%d %H:%M:%S} {weekday}"
+
+
+def _require_aware(name: str, value: datetime | None) -> None:
+    if value is not None and value.tzinfo is None:
+        raise ValueError(f"MemoryNode.{name} must be timezone-aware, got naive {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryNode:
+    """One memory. Immutable: change it with `replace(...)`.
+
+    `user_name` + `target_name` + `workspace` isolate memories: a search for one user never sees
+    another's. `event_time` is when the fact happened (when known), `message_time` when it was
+    said. `score` is filled by searches and ranking only; vectors stay in the store.
+    """
+
+    user_name: str
+    content: str
+    memory_type: MemoryType = MemoryType.OBSERVATION
+    target_name: str = ""
+    workspace: str = ""
+    memory_id: str = field(default_factory=new_memory_id)
+    key: str = ""
+    value: str = ""
+    status: MemoryStatus = MemoryStatus.VALID
+    superseded_by: str = ""
+    created_at: datetime = field(default_factory=utc_now)
+    updated_at: datetime = field(default_factory=utc_now)
+    event_time: datetime | None = None
+    message_time: datetime | None = None
+    source_message_ids: tuple[str, ...] = ()
+    reflected: bool = False
+    updated: bool = False
+    access_count: int = 0
+    last_accessed_at: datetime | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    score: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.memory_type, MemoryType):
+            object.__setattr__(self, "memory_type", MemoryType(self.memory_type))
+        if not isinstance(self.status, MemoryStatus):
+            object.__setattr__(self, "status", MemoryStatus(self.status))
+        if not isinstance(self.source_message_ids, tuple):
+            object.__setattr__(self, "source_message_ids", tuple(self.source_message_ids))
+        for name in ("created_at", "updated_at", "event_time", "message_time", "last_accessed_at"):
+            _require_aware(name, getattr(self, name))
+
+    def replace(self, **changes: Any) -> MemoryNode:
+        return dataclasses.replace(self, **changes)
+
+    def with_score(self, score: float) -> MemoryNode:
+        return dataclasses.replace(self, score=score)
+
+    @property
+    def shown_time(self) -> datetime:
+        """The time a person sees beside the memory: when it happened, else when it was said."""
+        return self.event_time or self.message_time or self.created_at
+
+    def format(self, language: str = "en", tz: Any = None) -> str:
+        """`[2024-10-26 21:26:20 Sat] user plays the guitar`."""
+        return f"[{format_time(self.shown_time, language, tz)}] {self.content}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (times as ISO 8601 strings, enums as their values)."""
+        out: dict[str, Any] = {}
+        for item in dataclasses.fields(self):
+            value = getattr(self, item.name)
+            if isinstance(value, datetime):
+                value = value.isoformat()
+            elif isinstance(value, Enum):
+                value = value.value
+            elif isinstance(value, tuple):
+                value = list(value)
+            out[item.name] = value
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MemoryNode:
+        """Inverse of `to_dict`; unknown keys are an error, naming them."""
+        known = {item.name for item in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown memory fields {unknown}; known: {sorted(known)}")
+        values = dict(data)
+        for name in ("created_at", "updated_at", "event_time", "message_time", "last_accessed_at"):
+            if isinstance(values.get(name), str):
+                values[name] = datetime.fromisoformat(values[name])
+        return cls(**values)

@@ -1,0 +1,160 @@
+"""The three model roles the workers use, and the usage counters every model keeps.
+
+Concrete backends (`openai_like`, `bge_embedding`, `local_embedding`, `bge_rank`, `fusion_rank`,
+...) subclass these and register under their `module_name` in the backend registries below.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from memoryscope.registry import Registry
+
+if TYPE_CHECKING:
+    from memoryscope.memory import MemoryNode
+
+__all__ = [
+    "Usage",
+    "ChatMessage",
+    "GenerationModel",
+    "EmbeddingModel",
+    "RankModel",
+    "GENERATION_BACKENDS",
+    "EMBEDDING_BACKENDS",
+    "RANK_BACKENDS",
+]
+
+
+@dataclass
+class Usage:
+    """What one model has cost so far. Thread-safe; read with `snapshot()`."""
+
+    calls: int = 0
+    errors: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    latency_s: float = 0.0
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def record(self, *, latency_s: float, prompt_tokens: int = 0, completion_tokens: int = 0, error: bool = False) -> None:
+        with self._lock:
+            self.calls += 1
+            self.errors += int(error)
+            self.prompt_tokens += prompt_tokens
+            self.completion_tokens += completion_tokens
+            self.latency_s += latency_s
+
+    @contextmanager
+    def measure(self) -> Iterator[dict[str, int]]:
+        """Time a call; the body may set `tokens["prompt"]` / `tokens["completion"]`."""
+        tokens = {"prompt": 0, "completion": 0}
+        started = time.perf_counter()
+        failed = True
+        try:
+            yield tokens
+            failed = False
+        finally:
+            self.record(
+                latency_s=time.perf_counter() - started,
+                prompt_tokens=tokens["prompt"],
+                completion_tokens=tokens["completion"],
+                error=failed,
+            )
+
+    def snapshot(self) -> dict[str, float]:
+        with self._lock:
+            return {
+                "calls": self.calls,
+                "errors": self.errors,
+                "prompt_tokens": self.prompt_tokens,
+                "completion_tokens": self.completion_tokens,
+                "latency_s": round(self.latency_s, 6),
+            }
+
+
+@dataclass(frozen=True)
+class ChatMessage:
+    role: str  # "system" | "user" | "assistant"
+    content: str
+
+
+class _Model(ABC):
+    """Shared by every model: a backend name, a model name, an endpoint and usage counters."""
+
+    backend: str = ""
+
+    def __init__(self, model_name: str, endpoint: str = "local") -> None:
+        self.model_name = model_name
+        self.endpoint = endpoint
+        self.usage = Usage()
+
+    def __repr__(self) -> str:  # never shows keys
+        return f"{type(self).__name__}(backend={self.backend!r}, model={self.model_name!r}, endpoint={self.endpoint!r})"
+
+
+class GenerationModel(_Model):
+    """Chat completion: sync, async and streaming."""
+
+    @abstractmethod
+    def chat(self, messages: Sequence[ChatMessage], **options: Any) -> str: ...
+
+    @abstractmethod
+    def stream_chat(self, messages: Sequence[ChatMessage], **options: Any) -> Iterator[str]:
+        """Yield the reply in pieces as they arrive."""
+
+    @abstractmethod
+    async def achat(self, messages: Sequence[ChatMessage], **options: Any) -> str: ...
+
+    @abstractmethod
+    def astream_chat(self, messages: Sequence[ChatMessage], **options: Any) -> AsyncIterator[str]: ...
+
+
+class EmbeddingModel(_Model):
+    """Text → unit vectors. Queries and passages may be embedded differently (e5 prefixes)."""
+
+    @property
+    @abstractmethod
+    def dimension(self) -> int: ...
+
+    @abstractmethod
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        """(len(texts), dimension) float32, rows L2-normalised."""
+
+    @abstractmethod
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        """(len(texts), dimension) float32, rows L2-normalised."""
+
+    async def aembed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed_queries(texts)
+
+    async def aembed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return self.embed_passages(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_queries([text])[0]
+
+
+class RankModel(_Model):
+    """Scores memories against a query; higher is more relevant."""
+
+    @abstractmethod
+    def score(self, query: str, memories: Sequence[MemoryNode], query_time: datetime | None = None) -> list[float]:
+        """One score per memory, in the order given."""
+
+
+GENERATION_BACKENDS: Registry[type[GenerationModel]] = Registry(
+    "generation backend", GenerationModel, ("memoryscope.models.generation",)
+)
+EMBEDDING_BACKENDS: Registry[type[EmbeddingModel]] = Registry(
+    "embedding backend", EmbeddingModel, ("memoryscope.models.embedding",)
+)
+RANK_BACKENDS: Registry[type[RankModel]] = Registry("rank backend", RankModel, ("memoryscope.models.rank",))

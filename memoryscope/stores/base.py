@@ -1,0 +1,115 @@
+"""The memory store protocol: what every backend (SQLite, Elasticsearch, ...) must do.
+
+Stores own the vectors: `upsert` embeds passages with the store's embedding model (unless the
+caller passes vectors), and a search embeds the query (unless given `vector`). A store records
+which embedding model made its vectors and refuses to open with another one. Every search and
+scan is scoped by a `MemoryFilter` whose `user_name` is required: no call can see across users.
+The shared behaviour suite is `memoryscope.testing.store_contract.StoreContract`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+from typing import Any
+
+import numpy as np
+
+from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
+from memoryscope.registry import Registry
+
+__all__ = ["MemoryFilter", "TimeRange", "SearchMode", "MemoryStore", "STORES"]
+
+
+class SearchMode(str, Enum):
+    DENSE = "dense"  # cosine over vectors
+    KEYWORD = "keyword"  # BM25
+    HYBRID = "hybrid"  # both, fused by reciprocal rank
+
+
+@dataclass(frozen=True)
+class TimeRange:
+    """`start <= field < end` on one of the node's time fields; either end may be open."""
+
+    field: str = "event_time"  # event_time | message_time | created_at | updated_at
+    start: datetime | None = None
+    end: datetime | None = None
+
+
+@dataclass(frozen=True)
+class MemoryFilter:
+    """Which memories a call may touch. `None` means "any" for every field but `user_name`."""
+
+    user_name: str
+    target_name: str | None = None
+    workspace: str | None = None
+    memory_types: tuple[MemoryType, ...] | None = None
+    status: MemoryStatus | None = None
+    time_range: TimeRange | None = None
+    reflected: bool | None = None
+    updated: bool | None = None
+    memory_ids: tuple[str, ...] | None = None
+
+
+class MemoryStore(ABC):
+    """A durable home for memory nodes and their vectors."""
+
+    @abstractmethod
+    def upsert(self, nodes: Sequence[MemoryNode], vectors: np.ndarray | None = None) -> None:
+        """Insert or replace `nodes` atomically: all land or none do.
+
+        Vectors: the given rows, else the stored vector when the content is unchanged, else
+        the embedding model's passage vector.
+        """
+
+    @abstractmethod
+    def get(self, memory_ids: Sequence[str]) -> list[MemoryNode]:
+        """The nodes with these ids that exist, in the order asked."""
+
+    @abstractmethod
+    def update(self, memory_id: str, **changes: Any) -> MemoryNode:
+        """Change fields of one node (re-embedding if `content` changes); StoreError if absent."""
+
+    @abstractmethod
+    def delete(self, memory_ids: Sequence[str]) -> int:
+        """Delete by id; returns how many existed."""
+
+    @abstractmethod
+    def delete_by_filter(self, memory_filter: MemoryFilter) -> int:
+        """Delete every node the filter matches; returns how many."""
+
+    @abstractmethod
+    def scan(
+        self, memory_filter: MemoryFilter, *, limit: int = 100, offset: int = 0, newest_first: bool = True
+    ) -> list[MemoryNode]:
+        """A page of matching nodes ordered by `created_at` (then id, for stable paging)."""
+
+    @abstractmethod
+    def count(self, memory_filter: MemoryFilter) -> int: ...
+
+    @abstractmethod
+    def search(
+        self,
+        memory_filter: MemoryFilter,
+        *,
+        query: str | None = None,
+        vector: np.ndarray | None = None,
+        mode: SearchMode = SearchMode.HYBRID,
+        top_k: int = 10,
+    ) -> list[MemoryNode]:
+        """The `top_k` best matches, best first, each with `score` set."""
+
+    def close(self) -> None:
+        """Release connections and caches."""
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+STORES: Registry[type[MemoryStore]] = Registry("memory store", MemoryStore, ("memoryscope.stores",))

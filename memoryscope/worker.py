@@ -1,0 +1,55 @@
+"""The worker contract, written once.
+
+A worker is one step of a workflow. It declares the context fields it `reads` and `writes`, and
+a `Params` model whose fields are its YAML keys (unknown keys are rejected, each field is
+described). It is built once from config (`__init__`), looks up its models and store once
+(`bind`), and then `run(ctx)` may be called many times, concurrently, on different contexts: it
+only assigns the fields it declared and keeps no per-run state on `self`.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from memoryscope.context import MemoryContext
+from memoryscope.env import Env
+from memoryscope.registry import Registry
+
+__all__ = ["Worker", "WorkerParams", "WORKERS", "register_worker"]
+
+
+class WorkerParams(BaseModel):
+    """Base of every worker's `Params`: unknown keys are an error."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Worker(ABC):
+    reads: ClassVar[tuple[str, ...]] = ()
+    writes: ClassVar[tuple[str, ...]] = ()
+    # LLM-only steps are skipped (with one notice) when no generation model is configured.
+    needs_generation_model: ClassVar[bool] = False
+
+    class Params(WorkerParams):
+        pass
+
+    def __init__(self, name: str, params: WorkerParams) -> None:
+        self.name = name
+        self.params = params
+
+    def bind(self, env: Env) -> None:
+        """Look up models and the store once, before any run."""
+
+    @abstractmethod
+    def run(self, ctx: MemoryContext) -> None:
+        """Do the step: read declared fields of `ctx`, assign declared fields."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+WORKERS: Registry[type[Worker]] = Registry("worker", Worker, ("memoryscope.workers",))
+register_worker = WORKERS.register

