@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
 
 from memoryscope.registry import Registry
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Usage",
+    "ModelParams",
     "ChatMessage",
     "GenerationModel",
     "EmbeddingModel",
@@ -158,3 +160,14 @@ EMBEDDING_BACKENDS: Registry[type[EmbeddingModel]] = Registry(
     "embedding backend", EmbeddingModel, ("memoryscope.models.embedding",)
 )
 RANK_BACKENDS: Registry[type[RankModel]] = Registry("rank backend", RankModel, ("memoryscope.models.rank",))
+
+
+class ModelParams(BaseModel):
+    """Base of every backend's `Params` (the YAML keys of one `model:` entry, less `class`/`module_name`).
+
+    Unknown keys are an error. Secrets never sit here: `api_key_env` names an environment variable.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, protected_namespaces=())
+
+    model_name: str = Field(..., description="The model's name as its endpoint knows it.")

@@ -1,0 +1,1 @@
+"""Embedding model backends, one module each, registered by `module_name`."""

@@ -1,0 +1,1 @@
+"""Generation model backends, one module each, registered by `module_name`."""

@@ -1,0 +1,1 @@
+"""Rank model backends, one module each, registered by `module_name`."""

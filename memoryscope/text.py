@@ -1,0 +1,56 @@
+"""Word splitting for keyword search and keyword scoring, English and Chinese alike.
+
+Latin words and numbers are lower-cased; runs of CJK characters are segmented with jieba
+(loaded once, lazily, from the dictionary inside the jieba package).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from functools import lru_cache
+
+__all__ = ["tokenize", "content_words", "STOPWORDS"]
+
+_TOKEN = re.compile(r"[0-9a-z]+(?:'[a-z]+)?|[\u3400-\u9fff\uf900-\ufaff]+", re.IGNORECASE)
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_jieba_lock = threading.Lock()
+
+STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has have
+    having he her here hers herself him himself his how i if in into is it its itself just me more most my
+    myself no nor not now of off on once only or other our ours ourselves out over own same she should so
+    some such than that the their theirs them themselves then there these they this those through to too
+    under until up very was we were what when where which while who whom why will with would you your yours
+    yourself yourselves 's 're 've 'd 'll 't did does
+    的 了 和 是 在 我 你 他 她 它 们 也 就 都 而 及 与 着 或 一个 没有 吗 呢 吧 啊 这 那 有 被 把 让 给""".split()
+)
+
+
+@lru_cache(maxsize=1)
+def _jieba():  # type: ignore[no-untyped-def]  # jieba ships no type hints
+    with _jieba_lock:
+        import jieba
+
+        jieba.setLogLevel(logging.WARNING)
+        jieba.initialize()
+        return jieba
+
+
+def tokenize(text: str) -> list[str]:
+    """All tokens of `text`, in order, lower-cased; CJK runs split into words."""
+    tokens: list[str] = []
+    for match in _TOKEN.finditer(text):
+        piece = match.group(0)
+        if _CJK.match(piece):
+            tokens.extend(word for word in _jieba().lcut(piece) if word.strip())
+        else:
+            tokens.append(piece.lower())
+    return tokens
+
+
+def content_words(text: str) -> list[str]:
+    """`tokenize` without stopwords: the words that carry meaning for keyword matching."""
+    return [token for token in tokenize(text) if token not in STOPWORDS]
