@@ -1,0 +1,181 @@
+"""`MemoryScope`: a config made real — models, store, workers, services and chats, built once.
+
+    with MemoryScope(config_path="default") as ms:
+        chat = ms.default_memory_chat
+        reply = chat.chat_with_memory(query="What do I play?")
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from memoryscope.config import Config, load_config
+from memoryscope.config.schema import ModelSpec
+from memoryscope.env import Env
+from memoryscope.errors import ConfigError, MemoryScopeError
+from memoryscope.service import MemoryService, Operation
+from memoryscope.stores.base import MemoryStore
+from memoryscope.worker import WORKERS, Worker
+from memoryscope.workflow import WorkflowRunner
+
+__all__ = ["MemoryScope"]
+
+logger = logging.getLogger("memoryscope")
+
+
+class MemoryScope:
+    """Everything one config describes, ready to use. Close it (or use `with`) when done."""
+
+    def __init__(
+        self,
+        config_path: str | Path | None = None,
+        *,
+        config: Config | Mapping[str, Any] | None = None,
+        overrides: Mapping[str, Any] | None = None,
+    ) -> None:
+        if isinstance(config, Config):
+            self.config = config
+        else:
+            self.config = load_config(config if config is not None else (config_path or "default"), overrides)
+        settings = self.config.settings
+        self.notices: list[str] = list(self.config.notices)
+        self._executor = ThreadPoolExecutor(settings.thread_pool_max_workers, thread_name_prefix="memoryscope")
+        self.models = self._build_models()
+        self.store = self._build_store()
+        self.env = Env(settings=settings, models=self.models, store=self.store, notices=self.notices)
+        try:
+            self.workers = self._build_workers()
+            self.services = self._build_services()
+            self.chats = self._build_chats()
+        except BaseException:
+            self.close()
+            raise
+        for notice in self.notices:
+            logger.info(notice)
+
+    # -- public ------------------------------------------------------------------------------
+
+    @property
+    def default_service(self) -> MemoryService:
+        if not self.services:
+            raise ConfigError([("memory_service", "this config defines no memory service")], source=self.config.source)
+        return next(iter(self.services.values()))
+
+    @property
+    def default_memory_chat(self) -> Any:
+        if not self.chats:
+            raise ConfigError([("memory_chat", "this config defines no memory chat")], source=self.config.source)
+        return next(iter(self.chats.values()))
+
+    @property
+    def has_generation_model(self) -> bool:
+        return any(spec.role == "generation" for name, spec in self.config.models.items() if name in self.models)
+
+    def usage(self) -> dict[str, dict[str, float]]:
+        """Calls, tokens and latency so far, per model key."""
+        return {name: model.usage.snapshot() for name, model in self.models.items()}
+
+    def close(self) -> None:
+        for service in getattr(self, "services", {}).values():
+            service.close()
+        self._executor.shutdown(wait=True, cancel_futures=True)
+        store = getattr(self, "store", None)
+        if store is not None:
+            store.close()
+
+    def __enter__(self) -> MemoryScope:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- building ----------------------------------------------------------------------------
+
+    def _build_models(self) -> dict[str, Any]:
+        models: dict[str, Any] = {}
+        for name, spec in self.config.models.items():
+            missing = _missing_settings(spec)
+            if missing and not spec.required:
+                self.notices.append(f"model.{name} left out ({missing}); steps that need it are skipped")
+                continue
+            models[name] = spec.cls(spec.params)
+        return models
+
+    def _build_store(self) -> MemoryStore | None:
+        spec = self.config.store
+        if spec is None:
+            return None
+        values = spec.params.model_dump()
+        key = values.pop("embedding_model", None)
+        if key is not None:
+            values["embedding_model"] = self.models[key]
+        return spec.cls(**values)  # type: ignore[no-any-return]  # a MemoryStore subclass, checked by the registry
+
+    def _build_workers(self) -> dict[str, Worker]:
+        """Every worker some workflow uses, built and bound once, shared by all runs."""
+        used = {name for service in self.config.services.values() for op in service.operations.values() for name in op.plan.step_names()}
+        workers: dict[str, Worker] = {}
+        for name in sorted(used):
+            spec = self.config.workers.get(name)
+            if spec is not None:
+                worker = spec.cls(name, spec.params)
+            else:
+                cls = WORKERS.get(name, f"worker.{name}")
+                worker = cls(name, cls.Params())
+            worker.bind(self.env)
+            workers[name] = worker
+        return workers
+
+    def _skipped_workers(self) -> frozenset[str]:
+        """LLM-only steps, when no generation model is configured."""
+        if self.has_generation_model:
+            return frozenset()
+        skipped = frozenset(name for name, worker in self.workers.items() if worker.needs_generation_model)
+        if skipped:
+            self.notices.append(f"no LLM configured: steps {', '.join(sorted(skipped))} are skipped")
+        return skipped
+
+    def _build_services(self) -> dict[str, MemoryService]:
+        skip = self._skipped_workers()
+        services: dict[str, MemoryService] = {}
+        for name, spec in self.config.services.items():
+            operations = {
+                op_name: Operation(
+                    name=op_name,
+                    params=op.params,
+                    backend=bool(op.kind.backend),
+                    runner=WorkflowRunner(
+                        op.plan,
+                        {step: self.workers[step] for step in op.plan.step_names()},
+                        name=op_name,
+                        executor=self._executor,
+                        skip=skip,
+                    ),
+                )
+                for op_name, op in spec.operations.items()
+            }
+            services[name] = spec.cls(name, spec.params, operations, self._executor)
+        return services
+
+    def _build_chats(self) -> dict[str, Any]:
+        return {name: spec.cls(name, spec.params, self) for name, spec in self.config.chats.items()}
+
+
+def _missing_settings(spec: ModelSpec) -> str:
+    """Why a remote model cannot work here (no endpoint, no key), or "" when it can."""
+    api_base = getattr(spec.params, "api_base", None)
+    if api_base is not None and not str(api_base).strip():
+        return "no api_base"
+    key_env = getattr(spec.params, "api_key_env", None)
+    if key_env and not os.environ.get(str(key_env)):
+        return f"environment variable {key_env} is not set"
+    return ""
+
+
+def _describe(error: MemoryScopeError) -> str:
+    return str(error)

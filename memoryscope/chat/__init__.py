@@ -1,0 +1,1 @@
+"""Memory chats: a chatbot front end that brings the user's memories into every reply."""

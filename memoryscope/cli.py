@@ -1,0 +1,105 @@
+"""The `memoryscope` command: check-config, demo, run (chat, export and import come with their issues)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+
+from memoryscope.errors import MemoryScopeError
+
+__all__ = ["main"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        return int(args.handler(args))
+    except MemoryScopeError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memoryscope", description="Long-term memory for LLM chatbots and agents.")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    check = commands.add_parser("check-config", help="validate a config; print every problem")
+    check.add_argument("config", nargs="+", help="shipped config name (default, siliconflow, ...) or YAML path")
+    check.set_defaults(handler=_check_config)
+
+    demo = commands.add_parser("demo", help="offline tour: remember a bundled conversation and answer from it")
+    demo.add_argument("--config", default="default", help="config name or path (default: default)")
+    demo.add_argument("--store", default=None, help="SQLite file to keep (default: a temporary one)")
+    demo.set_defaults(handler=_demo)
+
+    run = commands.add_parser("run", help="run one operation of the memory service")
+    run.add_argument("operation", help="e.g. retrieve_memory, list_memory, add_memory, delete_memory, delete_all")
+    run.add_argument("--config", default="default")
+    run.add_argument("--user", default="user", help="whose memories")
+    run.add_argument("--query", default="", help="query for retrieve_memory")
+    run.add_argument("--text", action="append", default=[], help="memory text for add_memory (repeatable)")
+    run.add_argument("--id", action="append", default=[], dest="ids", help="memory id for delete_memory (repeatable)")
+    run.add_argument("--json", action="store_true", help="print the memories as JSON lines")
+    run.set_defaults(handler=_run)
+    return parser
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    from memoryscope.config import load_config
+
+    failed = 0
+    for source in args.config:
+        try:
+            config = load_config(source)
+        except MemoryScopeError as error:
+            failed += 1
+            print(f"FAIL {source}\n{error}", file=sys.stderr)
+            continue
+        operations = sum(len(service.operations) for service in config.services.values())
+        print(f"ok   {source}: {len(config.models)} models, {len(config.workers)} workers, {operations} operations")
+        for notice in config.notices:
+            print(f"     note: {notice}")
+    return 1 if failed else 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from memoryscope.demo import run_demo
+
+    return run_demo(config=args.config, store_path=args.store)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from memoryscope.app import MemoryScope
+
+    with MemoryScope(args.config) as scope:
+        inputs: dict[str, object] = {}
+        if args.query:
+            inputs["query"] = args.query
+        if args.text:
+            inputs["new_memories"] = tuple(args.text)
+        if args.ids:
+            inputs["memory_ids"] = tuple(args.ids)
+        result = scope.default_service.run_operation(args.operation, args.user, **inputs)
+        settings = scope.config.settings
+        for memory in result.context.memories:
+            if args.json:
+                print(json.dumps(memory.to_dict(), ensure_ascii=False))
+            else:
+                print(memory.format(settings.language, settings.tzinfo))
+        if result.context.result:
+            print(result.context.result)
+        if result.stopped:
+            print(f"stopped: {result.stopped}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,294 @@
+"""One schema for the whole config, checked before anything runs.
+
+`validate_config(raw)` resolves every `class:` through its kind's registry, validates every
+entry's keys against that class's `Params` model, parses and checks every workflow, and checks
+every cross-reference (a store's or worker's model key, a chat's service). All problems are
+collected and raised together as one ConfigError, each with its YAML path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from memoryscope.errors import ConfigError, MemoryScopeError, closest
+
+__all__ = ["GlobalSettings", "Config", "ComponentSpec", "ModelSpec", "OperationSpec", "ServiceSpec", "validate_config"]
+
+SECTIONS = ("global", "model", "memory_store", "worker", "memory_service", "memory_chat")
+
+
+class GlobalSettings(BaseModel):
+    """The `global:` section."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    language: Literal["en", "zh"] = Field("en", description="Prompt and display language (`cn` is read as `zh`).")
+    timezone: str = Field("UTC", description="IANA zone used to read and show times, e.g. Asia/Shanghai.")
+    output_memory_max_count: int = Field(20, gt=0, description="How many memories retrieval returns at most.")
+    enable_ranker: bool = Field(True, description="Use the rank model in retrieval when one is configured.")
+    enable_today_contra_repeat: bool = Field(True, description="Check new observations against today's.")
+    enable_long_contra_repeat: bool = Field(True, description="Check insights against long-term memory.")
+    thread_pool_max_workers: int = Field(4, gt=0, description="Threads for parallel workflow branches.")
+
+    @field_validator("language", mode="before")
+    @classmethod
+    def _read_cn_as_zh(cls, value: Any) -> Any:
+        return "zh" if value == "cn" else value
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        try:
+            ZoneInfo(value)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(f"unknown time zone {value!r} (use an IANA name such as 'Asia/Shanghai' or 'UTC')") from None
+        return value
+
+    @property
+    def tzinfo(self) -> ZoneInfo:
+        return ZoneInfo(self.timezone)
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """One validated entry: where it sits in the YAML, its class, its parameters."""
+
+    where: str
+    cls: Any
+    params: BaseModel
+
+
+@dataclass(frozen=True)
+class ModelSpec(ComponentSpec):
+    role: str = ""  # generation | embedding | rank
+    required: bool = True
+
+
+@dataclass(frozen=True)
+class OperationSpec:
+    name: str
+    where: str
+    kind: Any  # an OperationKind subclass
+    params: BaseModel
+    plan: Any  # memoryscope.workflow Sequence
+
+
+@dataclass(frozen=True)
+class ServiceSpec:
+    name: str
+    where: str
+    cls: Any
+    params: BaseModel
+    operations: Mapping[str, OperationSpec]
+
+
+@dataclass(frozen=True)
+class Config:
+    """A validated config, ready to build."""
+
+    source: str
+    settings: GlobalSettings
+    models: Mapping[str, ModelSpec] = field(default_factory=dict)
+    store: ComponentSpec | None = None
+    workers: Mapping[str, ComponentSpec] = field(default_factory=dict)
+    services: Mapping[str, ServiceSpec] = field(default_factory=dict)
+    chats: Mapping[str, ComponentSpec] = field(default_factory=dict)
+    notices: tuple[str, ...] = ()
+
+
+def validate_config(raw: Mapping[str, Any], source: str = "config", notices: tuple[str, ...] = ()) -> Config:
+    checker = _Checker()
+    config = checker.run(raw, source, notices)
+    if checker.problems:
+        raise ConfigError(checker.problems, source=source)
+    return config
+
+
+class _Checker:
+    """Walks the raw config once, collecting problems instead of stopping at the first."""
+
+    def __init__(self) -> None:
+        self.problems: list[tuple[str, str]] = []
+
+    def problem(self, where: str, message: str) -> None:
+        self.problems.append((where, message))
+
+    def run(self, raw: Mapping[str, Any], source: str, notices: tuple[str, ...]) -> Config:
+        from memoryscope.models.registry import MODEL_CLASSES
+
+        for key in raw:
+            if key not in SECTIONS:
+                close = closest(str(key), SECTIONS)
+                hint = f" Did you mean {close!r}?" if close else ""
+                self.problem(str(key), f"unknown section.{hint} Sections: {', '.join(SECTIONS)}")
+        settings = self.params(GlobalSettings, self.mapping(raw.get("global"), "global"), "global") or GlobalSettings()
+        models = {
+            name: spec
+            for name, entry in self.mapping(raw.get("model"), "model").items()
+            if (spec := self.model(name, entry, MODEL_CLASSES)) is not None
+        }
+        store = self.store(raw.get("memory_store"), models)
+        workers = {
+            name: spec
+            for name, entry in self.mapping(raw.get("worker"), "worker").items()
+            if (spec := self.component("worker", f"worker.{name}", entry)) is not None
+        }
+        self.model_references(workers, models)
+        services = {
+            name: spec
+            for name, entry in self.mapping(raw.get("memory_service"), "memory_service").items()
+            if (spec := self.service(name, entry, workers)) is not None
+        }
+        chats = {
+            name: spec
+            for name, entry in self.mapping(raw.get("memory_chat"), "memory_chat").items()
+            if (spec := self.component("chat", f"memory_chat.{name}", entry)) is not None
+        }
+        self.chat_references(chats, services, models)
+        return Config(source, settings, models, store, workers, services, chats, notices)
+
+    # -- pieces --------------------------------------------------------------------------------
+
+    def mapping(self, value: Any, where: str) -> Mapping[str, Any]:
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            self.problem(where, f"must be a mapping, got {type(value).__name__}")
+            return {}
+        return value
+
+    def params(self, model: type[BaseModel], values: Mapping[str, Any], where: str) -> BaseModel | None:
+        try:
+            return model.model_validate(dict(values))
+        except ValidationError as error:
+            for item in error.errors():
+                path = ".".join([where, *(str(part) for part in item["loc"])])
+                message = item["msg"]
+                if item["type"] == "extra_forbidden":
+                    known = [name for name in model.model_fields]
+                    close = closest(str(item["loc"][-1]), known)
+                    hint = f" Did you mean {close!r}?" if close else ""
+                    message = f"unknown key.{hint} Known: {', '.join(known)}"
+                elif item["type"] == "missing":
+                    message = "required key is missing"
+                else:
+                    message = f"{message} (got {item.get('input')!r})"
+                self.problem(path, message)
+            return None
+
+    def resolve(self, kind: str, name: Any, where: str) -> Any:
+        from memoryscope.config.kinds import registry_for
+
+        if not isinstance(name, str) or not name:
+            self.problem(where, f"`class:` must name a {kind}")
+            return None
+        try:
+            return registry_for(kind).get(name, where)
+        except MemoryScopeError as error:
+            self.problems.extend(getattr(error, "problems", [(where, str(error))]))
+            return None
+
+    def component(self, kind: str, where: str, entry: Any, default_class: str | None = None) -> ComponentSpec | None:
+        entry = self.mapping(entry, where)
+        values = dict(entry)
+        cls = self.resolve(kind, values.pop("class", default_class), f"{where}.class")
+        if cls is None:
+            return None
+        params = self.params(cls.Params, values, where)
+        return None if params is None else ComponentSpec(where, cls, params)
+
+    def model(self, name: str, entry: Any, model_classes: Any) -> ModelSpec | None:
+        where = f"model.{name}"
+        values = dict(self.mapping(entry, where))
+        class_name = values.pop("class", None)
+        required = values.pop("required", True)
+        if not isinstance(required, bool):
+            self.problem(f"{where}.required", f"must be true or false, got {required!r}")
+        try:
+            role, cls = model_classes.resolve(class_name, values.pop("module_name", None), where)
+        except MemoryScopeError as error:
+            self.problems.extend(getattr(error, "problems", [(where, str(error))]))
+            return None
+        params = self.params(cls.Params, values, where)
+        return None if params is None else ModelSpec(where, cls, params, role=role, required=bool(required))
+
+    def store(self, entry: Any, models: Mapping[str, ModelSpec]) -> ComponentSpec | None:
+        if entry is None:
+            return None
+        spec = self.component("memory store", "memory_store", entry, default_class="sqlite_memory_store")
+        if spec is not None:
+            key = getattr(spec.params, "embedding_model", None)
+            self.reference(f"memory_store.embedding_model", key, models, "embedding")
+        return spec
+
+    def model_references(self, workers: Mapping[str, ComponentSpec], models: Mapping[str, ModelSpec]) -> None:
+        """A worker's `*_model` parameter must name a model of that role under `model:`."""
+        for spec in workers.values():
+            for role in ("generation", "embedding", "rank"):
+                key = getattr(spec.params, f"{role}_model", None)
+                optional = role == "generation"  # LLM steps are skipped when there is no LLM
+                if key is not None and not (optional and key not in models):
+                    self.reference(f"{spec.where}.{role}_model", key, models, role)
+
+    def reference(self, where: str, key: Any, models: Mapping[str, ModelSpec], role: str) -> None:
+        if key is None:
+            return
+        if key not in models:
+            close = closest(str(key), models)
+            hint = f" Did you mean {close!r}?" if close else ""
+            self.problem(where, f"no model {key!r} under `model:`.{hint} Models: {', '.join(models) or '(none)'}")
+        elif models[key].role != role:
+            self.problem(where, f"model.{key} is a {models[key].role} model, not a {role} model")
+
+    def service(self, name: str, entry: Any, workers: Mapping[str, ComponentSpec]) -> ServiceSpec | None:
+        from memoryscope.operation import default_operation_class
+        from memoryscope.workflow import check_plan, parse_workflow
+
+        where = f"memory_service.{name}"
+        values = dict(self.mapping(entry, where))
+        raw_operations = self.mapping(values.pop("memory_operations", None), f"{where}.memory_operations")
+        spec = self.component("memory service", where, values, default_class="memory_service")
+        operations: dict[str, OperationSpec] = {}
+        for op_name, op_entry in raw_operations.items():
+            op_where = f"{where}.memory_operations.{op_name}"
+            op = self.component("operation class", op_where, op_entry, default_class=default_operation_class(op_name))
+            if op is None:
+                continue
+            try:
+                plan = parse_workflow(op.params.workflow, where=f"{op_where}.workflow")  # type: ignore[attr-defined]  # every Params has `workflow`
+            except MemoryScopeError as error:
+                self.problems.extend(getattr(error, "problems", [(op_where, str(error))]))
+                continue
+            self.problems.extend(check_plan(plan, _workflow_workers(workers), given=_caller_fields(), where=f"{op_where}.workflow"))
+            operations[op_name] = OperationSpec(op_name, op_where, op.cls, op.params, plan)
+        if spec is None:
+            return None
+        return ServiceSpec(name, where, spec.cls, spec.params, operations)
+
+    def chat_references(self, chats: Mapping[str, ComponentSpec], services: Mapping[str, ServiceSpec], models: Mapping[str, ModelSpec]) -> None:
+        for spec in chats.values():
+            service = getattr(spec.params, "memory_service", None)
+            if service is not None and service not in services:
+                close = closest(str(service), services)
+                hint = f" Did you mean {close!r}?" if close else ""
+                self.problem(f"{spec.where}.memory_service", f"no service {service!r} under `memory_service:`.{hint}")
+
+
+def _caller_fields() -> frozenset[str]:
+    from memoryscope.context import CALLER_FIELDS
+
+    return CALLER_FIELDS
+
+
+def _workflow_workers(workers: Mapping[str, ComponentSpec]) -> dict[str, Any]:
+    """Names a workflow may use: the `worker:` entries, then registered workers by their own name."""
+    from memoryscope.worker import WORKERS
+
+    available: dict[str, Any] = {name: WORKERS.get(name) for name in WORKERS.names()}
+    available.update({name: spec.cls for name, spec in workers.items()})
+    return available

@@ -1,0 +1,129 @@
+"""Reading a config: by name or path, YAML parsed safely, `${VAR}` filled in, overrides applied.
+
+Precedence, highest first: arguments (`overrides=`) > environment (`MEMORYSCOPE__SECTION__KEY`) >
+the YAML file > defaults in the schema.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from memoryscope.errors import ConfigError, closest
+
+__all__ = ["read_config_source", "shipped_config_names", "ENV_PREFIX"]
+
+ENV_PREFIX = "MEMORYSCOPE__"
+_INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def shipped_config_names() -> list[str]:
+    """Names of the configs shipped in `memoryscope.configs` (`default`, `siliconflow`, ...)."""
+    folder = resources.files("memoryscope.configs")
+    return sorted(item.name[: -len(".yaml")] for item in folder.iterdir() if item.name.endswith(".yaml"))
+
+
+def read_config_source(
+    source: str | Path, overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+) -> tuple[dict[str, Any], str]:
+    """The raw config dict for `source` (a shipped name or a path), and a label for messages."""
+    environ = os.environ if environ is None else environ
+    text, label = _read_text(source)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        place = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise ConfigError(f"invalid YAML at {place}{problem}", source=label) from None
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"the top level must be a mapping of sections, got {type(data).__name__}", source=label)
+    data = _interpolate(data, environ, label, "")
+    for dotted, value in _environment_overrides(environ).items():
+        _set_path(data, dotted, value, label)
+    for dotted, value in (overrides or {}).items():
+        _set_path(data, dotted, value, label)
+    return data, label
+
+
+def _read_text(source: str | Path) -> tuple[str, str]:
+    text_source = str(source)
+    looks_like_path = isinstance(source, Path) or "/" in text_source or text_source.endswith((".yaml", ".yml"))
+    if not looks_like_path:
+        names = shipped_config_names()
+        if text_source in names:
+            resource = resources.files("memoryscope.configs").joinpath(f"{text_source}.yaml")
+            return resource.read_text(encoding="utf-8"), f"config {text_source!r}"
+        close = closest(text_source, names)
+        hint = f" Did you mean {close!r}?" if close else ""
+        raise ConfigError(
+            f"no shipped config called {text_source!r}.{hint} Shipped: {', '.join(names)}; or give a path to a YAML file"
+        )
+    path = Path(text_source).expanduser()
+    try:
+        return path.read_text(encoding="utf-8"), str(path)
+    except FileNotFoundError:
+        raise ConfigError(f"config file not found: {path}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"cannot read config file {path}: {error}") from None
+
+
+def _interpolate(value: Any, environ: Mapping[str, str], label: str, where: str) -> Any:
+    """Fill `${NAME}` and `${NAME:-default}` in string values from the environment."""
+    if isinstance(value, dict):
+        return {key: _interpolate(item, environ, label, f"{where}.{key}" if where else str(key)) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_interpolate(item, environ, label, f"{where}[{index}]") for index, item in enumerate(value)]
+    if not isinstance(value, str) or "${" not in value:
+        return value
+    missing: list[str] = []
+
+    def fill(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in environ:
+            return environ[name]
+        if default is not None:
+            return default
+        missing.append(name)
+        return ""
+
+    filled = _INTERPOLATION.sub(fill, value)
+    if missing:
+        names = ", ".join(missing)
+        raise ConfigError([(where, f"environment variable {names} is not set (used as ${{{missing[0]}}}); set it or write ${{{missing[0]}:-default}}")], source=label)
+    return filled
+
+
+def _environment_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    """`MEMORYSCOPE__GLOBAL__LANGUAGE=zh` → {"global.language": "zh"} (values parsed as YAML scalars)."""
+    found: dict[str, Any] = {}
+    for name, raw in environ.items():
+        if name.startswith(ENV_PREFIX) and len(name) > len(ENV_PREFIX):
+            dotted = ".".join(part.lower() for part in name[len(ENV_PREFIX) :].split("__"))
+            try:
+                found[dotted] = yaml.safe_load(raw) if raw.strip() else ""
+            except yaml.YAMLError:
+                found[dotted] = raw
+    return found
+
+
+def _set_path(data: dict[str, Any], dotted: str, value: Any, label: str) -> None:
+    parts = [part for part in dotted.split(".") if part]
+    if not parts:
+        raise ConfigError(f"empty override key {dotted!r}", source=label)
+    node = data
+    for depth, part in enumerate(parts[:-1]):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            where = ".".join(parts[: depth + 1])
+            raise ConfigError([(where, f"cannot override {dotted!r}: {where} is a {type(child).__name__}, not a section")], source=label)
+        node = child
+    node[parts[-1]] = value

@@ -1,0 +1,79 @@
+"""`memoryscope demo`: an offline tour — remember a bundled conversation, then answer from it."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Callable
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from memoryscope.app import MemoryScope
+from memoryscope.context import Message
+
+__all__ = ["run_demo", "load_demo_conversation"]
+
+
+def load_demo_conversation() -> dict[str, Any]:
+    text = resources.files("memoryscope").joinpath("data/demo_conversation.json").read_text(encoding="utf-8")
+    return dict(json.loads(text))
+
+
+def run_demo(config: str = "default", store_path: str | None = None, top: int = 3, echo: Callable[[str], None] = print) -> int:
+    """Ingest the demo conversation, ask its questions, print the memories used. Returns 0."""
+    conversation = load_demo_conversation()
+    with tempfile.TemporaryDirectory(prefix="memoryscope-demo-") as scratch:
+        path = store_path or str(Path(scratch) / "demo.db")
+        overrides = {"memory_store.path": path, "global.timezone": conversation["timezone"]}
+        with MemoryScope(config, overrides=overrides) as scope:
+            for notice in scope.notices:
+                echo(f"note: {notice}")
+            _ingest(scope, conversation, echo)
+            _answer(scope, conversation, top, echo)
+            echo(f"\nModel usage: {json.dumps(scope.usage())}")
+    return 0
+
+
+def _ingest(scope: MemoryScope, conversation: dict[str, Any], echo: Callable[[str], None]) -> None:
+    service = scope.default_service
+    user = conversation["user_name"]
+    sessions = conversation["sessions"]
+    service.run_operation("delete_all", user)
+    echo(f"Remembering {sum(len(s['messages']) for s in sessions)} messages of {user} over {len(sessions)} sessions")
+    for number, session in enumerate(sessions, start=1):
+        when = datetime.fromisoformat(session["time"])
+        messages = tuple(
+            Message(role="user", content=text, time=when, name=user, message_id=f"demo-{number}-{index}")
+            for index, text in enumerate(session["messages"])
+        )
+        result = service.run_operation("read_message", user, messages=messages)
+        echo(f"  [{number}/{len(sessions)}] {when:%Y-%m-%d}: stored {result.context.details.get('stored_messages', len(messages))} messages")
+    for operation in ("consolidate_memory", "reflect_and_reconsolidate"):
+        if operation in service.operations and scope.has_generation_model:
+            echo(f"  running {operation} ...")
+            outcome = service.run_operation(operation, user)
+            echo(f"  {operation}: {outcome.context.result or outcome.stopped or 'done'}")
+
+
+def _answer(scope: MemoryScope, conversation: dict[str, Any], top: int, echo: Callable[[str], None]) -> None:
+    service = scope.default_service
+    settings = scope.config.settings
+    user = conversation["user_name"]
+    for question in conversation["questions"]:
+        when = datetime.fromisoformat(question["time"])
+        result = service.run_operation("retrieve_memory", user, query=question["query"], query_time=when)
+        elapsed_ms = sum(seconds for _, seconds in result.timings) * 1000
+        echo(f"\nQ: {question['query']}   ({elapsed_ms:.1f} ms)")
+        memories = result.context.memories[:top]
+        if result.context.time_range is not None:
+            span = result.context.time_range
+            echo(f"   time asked about: {span.start:%Y-%m-%d} .. {span.end:%Y-%m-%d}")
+        for memory in memories:
+            echo(f"   {memory.format(settings.language, settings.tzinfo)}   (score {memory.score:.3f})")
+        if not memories:
+            echo("   (no memories found)")
+        if scope.has_generation_model and scope.chats:
+            reply = scope.default_memory_chat.chat_with_memory(query=question["query"], query_time=when)
+            echo(f"A: {reply.message.content}")

@@ -1,0 +1,205 @@
+"""Run a checked workflow plan on one `MemoryContext`.
+
+Steps run in order on the caller's thread. A `Parallel` runs its first branch on the caller's
+thread and the others on a thread pool, each on its own fork of the context, then copies back
+into the context, branch by branch in declared order, the fields that branch's workers declare
+in `writes` (and the `details` entries it changed, and its stop reason). Plans without a
+`Parallel` never touch a thread, so the engine adds only microseconds to a run.
+
+The runner keeps no per-run state: one runner serves many concurrent runs, each on its own
+context.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from time import perf_counter
+from typing import TypeAlias
+
+from memoryscope.context import MemoryContext
+from memoryscope.errors import UnknownNameError, WorkerError
+from memoryscope.worker import Worker
+from memoryscope.workflow.check import MERGED_FIELDS
+from memoryscope.workflow.plan import Sequence, Step
+
+__all__ = ["RunResult", "WorkflowRunner"]
+
+Timings = list[tuple[str, float]]
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What one run did: the context it filled, and how long each worker took."""
+
+    context: MemoryContext
+    timings: tuple[tuple[str, float], ...]  # (worker name, seconds) in plan order; 0.0 when skipped
+    stopped: str  # the reason a worker gave to `ctx.stop`, or ""
+    total_seconds: float
+    skipped: tuple[str, ...] = ()  # workers that were reached but not run (see `skip`)
+
+
+@dataclass(frozen=True)
+class _StepOp:
+    name: str
+    run: Callable[[MemoryContext], None] | None  # None: skipped
+
+
+@dataclass(frozen=True)
+class _ParallelOp:
+    branches: tuple[tuple[_Op, ...], ...]
+    copied_fields: tuple[tuple[str, ...], ...]  # per branch: declared writes, copied back as is
+
+
+_Op: TypeAlias = _StepOp | _ParallelOp
+
+
+@dataclass
+class _BranchOutcome:
+    timings: Timings
+    skipped: list[str]
+    error: WorkerError | None = None
+
+
+class WorkflowRunner:
+    """Runs one workflow (`name` is the operation, named in errors) with built workers.
+
+    `skip` names workers not to run, as a collection or a predicate (an LLM step when no
+    generation model is configured); they are listed in `RunResult.skipped` and need no
+    instance in `workers`. `executor` runs parallel branches; share one between runners, or
+    let the runner make its own (only if the plan has a `Parallel`) and `close()` it.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        plan: Sequence,
+        workers: Mapping[str, Worker],
+        *,
+        skip: Collection[str] | Callable[[str], bool] = (),
+        executor: Executor | None = None,
+        where: str = "",
+    ) -> None:
+        self.name = name
+        self.plan = plan
+        is_skipped = skip if callable(skip) else frozenset(skip).__contains__
+        self.skipped_workers = frozenset(step for step in plan.step_names() if is_skipped(step))
+        for step in plan.step_names():
+            if step not in workers and step not in self.skipped_workers:
+                raise UnknownNameError(where, "worker", step, workers)
+        self._ops = self._compile(plan, workers)
+        self._owns_executor = executor is None and plan.has_parallel()
+        if self._owns_executor:
+            executor = ThreadPoolExecutor(thread_name_prefix=f"memoryscope-{name}")
+        self._executor = executor
+
+    def run(self, ctx: MemoryContext) -> RunResult:
+        """Run the plan on `ctx` (changed in place); wraps a worker's failure in `WorkerError`."""
+        started = perf_counter()
+        timings: Timings = []
+        skipped: list[str] = []
+        self._run_ops(self._ops, ctx, timings, skipped)
+        return RunResult(ctx, tuple(timings), ctx.stop_reason, perf_counter() - started, tuple(skipped))
+
+    def close(self) -> None:
+        """Shut down the thread pool the runner made for itself, if any."""
+        if self._owns_executor and self._executor is not None:
+            self._executor.shutdown(wait=True)
+
+    def __repr__(self) -> str:
+        return f"WorkflowRunner(name={self.name!r}, plan={str(self.plan)!r})"
+
+    # -- building --
+
+    def _compile(self, sequence: Sequence, workers: Mapping[str, Worker]) -> tuple[_Op, ...]:
+        """Turn the plan into ops once, so a run does no lookups."""
+        ops: list[_Op] = []
+        for item in sequence.items:
+            if isinstance(item, Step):
+                skipped = item.name in self.skipped_workers
+                ops.append(_StepOp(item.name, None if skipped else workers[item.name].run))
+                continue
+            copied = tuple(self._copied_fields(branch, workers) for branch in item.branches)
+            branches = tuple(self._compile(branch, workers) for branch in item.branches)
+            ops.append(_ParallelOp(branches, copied))
+        return tuple(ops)
+
+    def _copied_fields(self, branch: Sequence, workers: Mapping[str, Worker]) -> tuple[str, ...]:
+        fields: dict[str, None] = {}  # a dict keeps the declared order
+        for step in branch.step_names():
+            if step not in self.skipped_workers:
+                fields.update(dict.fromkeys(workers[step].writes))
+        return tuple(field for field in fields if field not in MERGED_FIELDS)
+
+    # -- running --
+
+    def _run_ops(self, ops: tuple[_Op, ...], ctx: MemoryContext, timings: Timings, skipped: list[str]) -> None:
+        for op in ops:
+            if ctx.stop_reason:
+                return
+            if isinstance(op, _StepOp):
+                self._run_step(op, ctx, timings, skipped)
+            else:
+                self._run_parallel(op, ctx, timings, skipped)
+
+    def _run_step(self, op: _StepOp, ctx: MemoryContext, timings: Timings, skipped: list[str]) -> None:
+        if op.run is None:
+            timings.append((op.name, 0.0))
+            skipped.append(op.name)
+            return
+        started = perf_counter()
+        try:
+            op.run(ctx)
+        except WorkerError:
+            raise  # from a workflow run inside this worker: it already names its worker
+        except Exception as error:  # whatever the worker's code raised is this step's failure
+            raise WorkerError(self.name, op.name, error) from error
+        timings.append((op.name, perf_counter() - started))
+
+    def _run_parallel(self, op: _ParallelOp, ctx: MemoryContext, timings: Timings, skipped: list[str]) -> None:
+        forks = [ctx.fork() for _ in op.branches]
+        outcomes = self._run_branches(op, forks)
+        failed = next((outcome.error for outcome in outcomes if outcome.error is not None), None)
+        if failed is not None:
+            raise failed
+        details_before = dict(ctx.details)
+        for fork, fields, outcome in zip(forks, op.copied_fields, outcomes):
+            timings.extend(outcome.timings)
+            skipped.extend(outcome.skipped)
+            for field in fields:
+                setattr(ctx, field, getattr(fork, field))
+            for key, value in fork.details.items():
+                # Only entries this branch set: the others still hold the value every fork copied.
+                if key not in details_before or details_before[key] is not value:
+                    ctx.details[key] = value
+            if fork.stop_reason and not ctx.stop_reason:
+                ctx.stop_reason = fork.stop_reason
+
+    def _run_branches(self, op: _ParallelOp, forks: list[MemoryContext]) -> list[_BranchOutcome]:
+        """Run every branch to its end; outcomes in declared order."""
+
+        def run_branch(index: int) -> _BranchOutcome:
+            outcome = _BranchOutcome([], [])
+            try:
+                self._run_ops(op.branches[index], forks[index], outcome.timings, outcome.skipped)
+            except WorkerError as error:
+                outcome.error = error
+            return outcome
+
+        if len(forks) == 1 or self._executor is None:  # `[x]`: nothing runs beside it
+            return [run_branch(index) for index in range(len(forks))]
+        executor = self._executor
+        futures: list[Future[_BranchOutcome]] = [executor.submit(run_branch, index) for index in range(1, len(forks))]
+        outcomes = [run_branch(0)]
+        for index, future in enumerate(futures, start=1):
+            # A branch no pool thread has started yet runs here instead: a waiting thread then
+            # only ever waits on running work, so nested parallels cannot starve a small pool.
+            if future.cancel():
+                if any(outcome.error for outcome in outcomes):
+                    outcomes.append(_BranchOutcome([], []))  # a branch failed: start nothing new
+                else:
+                    outcomes.append(run_branch(index))
+            else:
+                outcomes.append(future.result())
+        return outcomes
