@@ -1,8 +1,8 @@
 """`MemoryScope`: a config made real — models, store, workers, services and chats, built once.
 
-    with MemoryScope(config_path="default") as ms:
-        chat = ms.default_memory_chat
-        reply = chat.chat_with_memory(query="What do I play?")
+with MemoryScope(config_path="default") as ms:
+    chat = ms.default_memory_chat
+    reply = chat.chat_with_memory(query="What do I play?")
 """
 
 from __future__ import annotations
@@ -118,7 +118,12 @@ class MemoryScope:
 
     def _build_workers(self) -> dict[str, Worker]:
         """Every worker some workflow uses, built and bound once, shared by all runs."""
-        used = {name for service in self.config.services.values() for op in service.operations.values() for name in op.plan.step_names()}
+        used = {
+            name
+            for service in self.config.services.values()
+            for op in service.operations.values()
+            for name in op.plan.step_names()
+        }
         workers: dict[str, Worker] = {}
         for name in sorted(used):
             spec = self.config.workers.get(name)

@@ -49,7 +49,8 @@ def _ingest(scope: MemoryScope, conversation: dict[str, Any], echo: Callable[[st
             for index, text in enumerate(session["messages"])
         )
         result = service.run_operation("read_message", user, messages=messages)
-        echo(f"  [{number}/{len(sessions)}] {when:%Y-%m-%d}: stored {result.context.details.get('stored_messages', len(messages))} messages")
+        stored = result.context.details.get("stored_messages", len(messages))
+        echo(f"  [{number}/{len(sessions)}] {when:%Y-%m-%d}: stored {stored} messages")
     for operation in ("consolidate_memory", "reflect_and_reconsolidate"):
         if operation in service.operations and scope.has_generation_model:
             echo(f"  running {operation} ...")

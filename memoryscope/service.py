@@ -63,7 +63,9 @@ class MemoryService:
             raise UnknownNameError(f"memory_service.{self.name}.memory_operations", "operation", name, self.operations)
         unknown = sorted(set(caller_fields) - CALLER_FIELDS)
         if unknown:
-            raise MemoryScopeError(f"unknown inputs {unknown} for operation {name!r}; known: {sorted(CALLER_FIELDS - {'user_name'})}")
+            raise MemoryScopeError(
+                f"unknown inputs {unknown} for operation {name!r}; known: {sorted(CALLER_FIELDS - {'user_name'})}"
+            )
         context = MemoryContext(user_name=user_name, **caller_fields)
         return operation.runner.run(context)
 

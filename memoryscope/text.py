@@ -17,16 +17,18 @@ _TOKEN = re.compile(r"[0-9a-z]+(?:'[a-z]+)?|[\u3400-\u9fff\uf900-\ufaff]+", re.I
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _jieba_lock = threading.Lock()
 
-STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before being below
-    between both but by can could did do does doing down during each few for from further had has have
-    having he her here hers herself him himself his how i if in into is it its itself just me more most my
-    myself no nor not now of off on once only or other our ours ourselves out over own same she should so
-    some such than that the their theirs them themselves then there these they this those through to too
-    under until up very was we were what when where which while who whom why will with would you your yours
-    yourself yourselves 's 're 've 'd 'll 't did does
-    的 了 和 是 在 我 你 他 她 它 们 也 就 都 而 及 与 着 或 一个 没有 吗 呢 吧 啊 这 那 有 被 把 让 给""".split()
-)
+# Words too common to carry meaning in a keyword match.
+_STOPWORD_TEXT = """
+a about above after again against all am an and any are as at be because been before being below
+between both but by can could did do does doing down during each few for from further had has have
+having he her here hers herself him himself his how i if in into is it its itself just me more most
+my myself no nor not now of off on once only or other our ours ourselves out over own same she
+should so some such than that the their theirs them themselves then there these they this those
+through to too under until up very was we were what when where which while who whom why will with
+would you your yours yourself yourselves 's 're 've 'd 'll 't did does
+的 了 和 是 在 我 你 他 她 它 们 也 就 都 而 及 与 着 或 一个 没有 吗 呢 吧 啊 这 那 有 被 把 让 给
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 @lru_cache(maxsize=1)

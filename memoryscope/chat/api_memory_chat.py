@@ -58,14 +58,22 @@ class ApiMemoryChat:
     # -- chatting ----------------------------------------------------------------------------
 
     def chat_with_memory(
-        self, query: str, history: Sequence[ChatMessage] | None = None, stream: bool | None = None, query_time: datetime | None = None
+        self,
+        query: str,
+        history: Sequence[ChatMessage] | None = None,
+        stream: bool | None = None,
+        query_time: datetime | None = None,
     ) -> Any:
         """A `ChatResponse`; with `stream=True`, an iterator of responses carrying `meta_data["delta"]`."""
         stream = self.params.stream if stream is None else stream
         now = query_time or datetime.now(self._scope.config.settings.tzinfo)
         found = self.service.run_operation(self.params.retrieve_operation, self.user_name, query=query, query_time=now)
         lines = self._format([memory for memory in found.context.memories])
-        meta: dict[str, Any] = {"memories": lines, "memory_ids": [m.memory_id for m in found.context.memories], "timings": dict(found.timings)}
+        meta: dict[str, Any] = {
+            "memories": lines,
+            "memory_ids": [m.memory_id for m in found.context.memories],
+            "timings": dict(found.timings),
+        }
         model = self._scope.env.generation_model(self.params.generation_model, f"memory_chat.{self.name}.generation_model")
         if model is None:
             reply = NO_LLM_REPLY[self._language].format(memories="\n".join(lines) or NO_MEMORIES[self._language])
@@ -105,7 +113,9 @@ class ApiMemoryChat:
         recent = list(history if history is not None else self.history)[-2 * self.params.history_message_count :]
         return [ChatMessage("system", system), *recent, ChatMessage("user", query)]
 
-    def _stream(self, model: Any, messages: list[ChatMessage], query: str, now: datetime, meta: dict[str, Any]) -> Iterator[ChatResponse]:
+    def _stream(
+        self, model: Any, messages: list[ChatMessage], query: str, now: datetime, meta: dict[str, Any]
+    ) -> Iterator[ChatResponse]:
         pieces: list[str] = []
         for delta in model.stream_chat(messages):
             pieces.append(delta)

@@ -1,7 +1,7 @@
 """Configuration: read, translate (MemoryScope 0.1.x), validate — before anything runs.
 
-    config = load_config("default")                 # a shipped config, by name
-    config = load_config("my.yaml", overrides={"global.language": "zh"})
+config = load_config("default")                 # a shipped config, by name
+config = load_config("my.yaml", overrides={"global.language": "zh"})
 """
 
 from __future__ import annotations

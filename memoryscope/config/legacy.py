@@ -119,7 +119,12 @@ def _translate_class(entry: dict[str, Any], where: str, problems: list[tuple[str
         if cls.startswith(prefix):
             entry["class"] = cls[len(prefix) :].removesuffix("_worker")
             return
-    problems.append((f"{where}.class", f"{cls!r} is not supported by this version; known 0.1 classes: {', '.join(sorted(_CLASS_PATHS))} and core.worker.*"))
+    problems.append(
+        (
+            f"{where}.class",
+            f"{cls!r} is not supported by this version; known 0.1 classes: {', '.join(sorted(_CLASS_PATHS))} and core.worker.*",
+        )
+    )
 
 
 def _translate_module_name(entry: dict[str, Any], where: str, problems: list[tuple[str, str]]) -> None:

@@ -223,7 +223,7 @@ class _Checker:
         spec = self.component("memory store", "memory_store", entry, default_class="sqlite_memory_store")
         if spec is not None:
             key = getattr(spec.params, "embedding_model", None)
-            self.reference(f"memory_store.embedding_model", key, models, "embedding")
+            self.reference("memory_store.embedding_model", key, models, "embedding")
         return spec
 
     def model_references(self, workers: Mapping[str, ComponentSpec], models: Mapping[str, ModelSpec]) -> None:
@@ -264,13 +264,17 @@ class _Checker:
             except MemoryScopeError as error:
                 self.problems.extend(getattr(error, "problems", [(op_where, str(error))]))
                 continue
-            self.problems.extend(check_plan(plan, _workflow_workers(workers), given=_caller_fields(), where=f"{op_where}.workflow"))
+            self.problems.extend(
+                check_plan(plan, _workflow_workers(workers), given=_caller_fields(), where=f"{op_where}.workflow")
+            )
             operations[op_name] = OperationSpec(op_name, op_where, op.cls, op.params, plan)
         if spec is None:
             return None
         return ServiceSpec(name, where, spec.cls, spec.params, operations)
 
-    def chat_references(self, chats: Mapping[str, ComponentSpec], services: Mapping[str, ServiceSpec], models: Mapping[str, ModelSpec]) -> None:
+    def chat_references(
+        self, chats: Mapping[str, ComponentSpec], services: Mapping[str, ServiceSpec], models: Mapping[str, ModelSpec]
+    ) -> None:
         for spec in chats.values():
             service = getattr(spec.params, "memory_service", None)
             if service is not None and service not in services:

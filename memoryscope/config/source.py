@@ -98,7 +98,15 @@ def _interpolate(value: Any, environ: Mapping[str, str], label: str, where: str)
     filled = _INTERPOLATION.sub(fill, value)
     if missing:
         names = ", ".join(missing)
-        raise ConfigError([(where, f"environment variable {names} is not set (used as ${{{missing[0]}}}); set it or write ${{{missing[0]}:-default}}")], source=label)
+        raise ConfigError(
+            [
+                (
+                    where,
+                    f"environment variable {names} is not set; set it, or give a default: ${{{missing[0]}:-default}}",
+                )
+            ],
+            source=label,
+        )
     return filled
 
 
@@ -124,6 +132,8 @@ def _set_path(data: dict[str, Any], dotted: str, value: Any, label: str) -> None
         child = node.setdefault(part, {})
         if not isinstance(child, dict):
             where = ".".join(parts[: depth + 1])
-            raise ConfigError([(where, f"cannot override {dotted!r}: {where} is a {type(child).__name__}, not a section")], source=label)
+            raise ConfigError(
+                [(where, f"cannot override {dotted!r}: {where} is a {type(child).__name__}, not a section")], source=label
+            )
         node = child
     node[parts[-1]] = value

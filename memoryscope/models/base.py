@@ -89,7 +89,7 @@ class ChatMessage:
     content: str
 
 
-class _Model(ABC):
+class _Model(ABC):  # noqa: B024  # shared state only; the roles below declare the abstract methods
     """Shared by every model: a backend name, a model name, an endpoint and usage counters."""
 
     backend: str = ""

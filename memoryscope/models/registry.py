@@ -42,9 +42,7 @@ class ModelClasses:
         if class_name in self.roles:
             role, backends = self.roles[class_name]
             if not isinstance(module_name, str) or not module_name:
-                raise ConfigError(
-                    [(f"{where}.module_name", f"required: which {role} backend ({', '.join(backends.names())})")]
-                )
+                raise ConfigError([(f"{where}.module_name", f"required: which {role} backend ({', '.join(backends.names())})")])
             return role, backends.get(module_name, f"{where}.module_name")
         if "." in class_name:
             cls = import_object(class_name, f"{where}.class")

@@ -16,14 +16,14 @@ from memoryscope.worker import WORKERS, Worker
 __all__ = ["build_worker", "make_env"]
 
 
-def make_env(
-    store: MemoryStore | None = None, models: Mapping[str, Any] | None = None, **settings: Any
-) -> Env:
+def make_env(store: MemoryStore | None = None, models: Mapping[str, Any] | None = None, **settings: Any) -> Env:
     """An Env with `global:` settings given as keyword arguments (`language="zh"`)."""
     return Env(settings=GlobalSettings(**settings), models=dict(models or {}), store=store)
 
 
-def build_worker(class_name: str, params: Mapping[str, Any] | None = None, env: Env | None = None, name: str | None = None) -> Worker:
+def build_worker(
+    class_name: str, params: Mapping[str, Any] | None = None, env: Env | None = None, name: str | None = None
+) -> Worker:
     """A worker built from a dict as the YAML `worker.<name>:` entry would be, then bound."""
     name = name or class_name
     where = f"worker.{name}"
