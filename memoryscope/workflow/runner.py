@@ -164,7 +164,7 @@ class WorkflowRunner:
         if failed is not None:
             raise failed
         details_before = dict(ctx.details)
-        for fork, fields, outcome in zip(forks, op.copied_fields, outcomes):
+        for fork, fields, outcome in zip(forks, op.copied_fields, outcomes, strict=True):
             timings.extend(outcome.timings)
             skipped.extend(outcome.skipped)
             for field in fields:

@@ -115,7 +115,8 @@ class MisdeclaredSpec:
 
 
 def test_declared_fields_must_be_context_fields() -> None:
-    found = check_plan(parse_workflow("bad,print_memory"), {"bad": MisdeclaredSpec(), **WORKERS}, GIVEN, WHERE)
+    workers: dict[str, Spec | MisdeclaredSpec] = {"bad": MisdeclaredSpec(), **WORKERS}
+    found = check_plan(parse_workflow("bad,print_memory"), workers, GIVEN, WHERE)
     messages = [message for _, message in found]
     assert messages == [
         "worker 'bad' (MisdeclaredSpec) reads 'quer', which is not a MemoryContext field. Did you mean 'query'?",
@@ -136,7 +137,7 @@ def test_given_fields_must_be_context_fields() -> None:
 
 
 def test_all_problems_are_reported_at_once_and_once_each() -> None:
-    workers = {"bad": MisdeclaredSpec(), **WORKERS}
+    workers: dict[str, Spec | MisdeclaredSpec] = {"bad": MisdeclaredSpec(), **WORKERS}
     workflow = "bad,fuse_rerank,[semantic_rank|rank_again],bad,sematic_rank"
     found = check_plan(parse_workflow(workflow), workers, GIVEN, WHERE)
     messages = "\n".join(message for _, message in found)

@@ -21,7 +21,10 @@ VALID = [
     ("[[a|b]|[c|d]]", "[[a|b]|[c|d]]"),
     (" a , [ b | c , d ] , e ", "a,[b|c,d],e"),
     ("\ta,\n[b|c]\n", "a,[b|c]"),
-    ("set_query, [retrieve_memory | extract_time], semantic_rank", "set_query,[retrieve_memory|extract_time],semantic_rank"),
+    (
+        "set_query, [retrieve_memory | extract_time], semantic_rank",
+        "set_query,[retrieve_memory|extract_time],semantic_rank",
+    ),
 ]
 
 

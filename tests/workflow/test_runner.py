@@ -329,5 +329,5 @@ def test_skip_may_be_a_predicate() -> None:
 
 def test_a_step_without_a_built_worker_is_refused_at_build() -> None:
     with pytest.raises(UnknownNameError) as caught:
-        WorkflowRunner("op", parse_workflow("a,semantic_rnak"), {"semantic_rank": worker("semantic_rank", noop)})
+        WorkflowRunner("op", parse_workflow("semantic_rnak"), {"semantic_rank": worker("semantic_rank", noop)})
     assert "Did you mean 'semantic_rank'?" in str(caught.value)
