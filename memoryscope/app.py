@@ -155,11 +155,12 @@ class MemoryScope:
                     params=op.params,
                     backend=bool(op.kind.backend),
                     runner=WorkflowRunner(
+                        op_name,
                         op.plan,
                         {step: self.workers[step] for step in op.plan.step_names()},
-                        name=op_name,
-                        executor=self._executor,
                         skip=skip,
+                        executor=self._executor,
+                        where=f"{op.where}.workflow",
                     ),
                 )
                 for op_name, op in spec.operations.items()
@@ -180,7 +181,3 @@ def _missing_settings(spec: ModelSpec) -> str:
     if key_env and not os.environ.get(str(key_env)):
         return f"environment variable {key_env} is not set"
     return ""
-
-
-def _describe(error: MemoryScopeError) -> str:
-    return str(error)

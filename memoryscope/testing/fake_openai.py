@@ -1,0 +1,508 @@
+"""A fake OpenAI-compatible server: real HTTP on 127.0.0.1, scripted replies, every request recorded.
+
+Real clients (openai, llama-index, requests, aiohttp) talk to it, so tests exercise the real
+request and response code of every backend::
+
+    with FakeOpenAIServer() as server:
+        server.add_rule("guitar", "The user plays the guitar.")
+        model = OpenAILikeGeneration(OpenAILikeGeneration.Params(model_name="m", api_base=server.base_url))
+        assert model.chat([ChatMessage("user", "what do I play? guitar?")]) == "The user plays the guitar."
+        assert server.requests[-1].body["model"] == "m"
+
+Or from a shell: `python -m memoryscope.testing.fake_openai --port 8000` (serves until Ctrl-C).
+
+Endpoints, under `base_url` (`http://127.0.0.1:PORT/v1`):
+- `POST /chat/completions`: the reply comes from the first rule that matches (see `add_rule`),
+  else `default_reply`. `stream: true` answers with server-sent events (`data: {...}` chunks,
+  then `data: [DONE]`), the usage in a last chunk when `stream_options.include_usage` is set.
+- `POST /embeddings`: deterministic hashed bag-of-words vectors (words and character trigrams,
+  CJK characters and bigrams): similar texts get similar vectors, different texts different ones.
+- `POST /rerank`: each document scored by the share of the query's words it contains, sorted,
+  cut at `top_n`. DashScope's rerank is at `{root_url}/api/v1/services/rerank/text-rerank/text-rerank`.
+- `GET /models`.
+
+Faults for tests (`fail_next`, `malformed_next`, `delay_next`) apply to the next requests, in
+order. `override(path, handler)` replaces an endpoint's JSON reply. Everything is thread-safe.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+
+import numpy as np
+
+from memoryscope.models.token_count import count_tokens
+
+__all__ = ["FakeOpenAIServer", "RecordedRequest", "DASHSCOPE_RERANK_PATH"]
+
+Reply = str | Callable[[dict[str, Any]], str]
+JsonHandler = Callable[[dict[str, Any]], dict[str, Any]]
+DASHSCOPE_RERANK_PATH = "/api/v1/services/rerank/text-rerank/text-rerank"
+_WORD = re.compile(r"[0-9a-z]+|[\u3400-\u9fff\uf900-\ufaff]", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request as the server saw it. The API key itself is never kept, only its last 4 characters."""
+
+    method: str
+    path: str
+    body: Any  # the parsed JSON body, or the raw text when it was not JSON; None for GET
+    headers: dict[str, str]  # without Authorization
+    api_key_suffix: str | None  # last 4 characters of the bearer token; None when no Authorization header
+    status: int
+    reply: str | None = None  # the chat reply text, when there was one
+    prompt_tokens: int = 0  # cl100k_base tokens of the prompt / inputs / query and documents
+    completion_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class _Rule:
+    pattern: str | re.Pattern[str]
+    reply: Reply
+    target: Literal["last_user", "prompt"]
+
+    def matches(self, last_user: str, prompt: str) -> bool:
+        text = last_user if self.target == "last_user" else prompt
+        if isinstance(self.pattern, re.Pattern):
+            return self.pattern.search(text) is not None
+        return self.pattern in text
+
+
+@dataclass(frozen=True)
+class _Fault:
+    status: int | None = None  # None: answer normally (after the delay)
+    body: str = ""
+    retry_after: str | None = None
+    delay_s: float = 0.0
+    malformed: bool = False
+
+
+@dataclass
+class _Answer:
+    status: int
+    payload: Any = None  # JSON-ready, or raw text when `raw` is set
+    raw: str | None = None
+    headers: dict[str, str] = field(default_factory=dict)
+    events: Iterator[dict[str, Any]] | None = None  # server-sent events instead of one body
+    reply: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+def words(text: str) -> list[str]:
+    """Lower-cased Latin words and single CJK characters: what the fake embeds and reranks on."""
+    return [word.lower() for word in _WORD.findall(text)]
+
+
+def _features(text: str) -> Iterator[tuple[str, float]]:
+    tokens = words(text)
+    for token in tokens:
+        yield token, 1.0
+        padded = f"#{token}#"
+        for start in range(len(padded) - 2):
+            yield padded[start : start + 3], 0.5
+    for left, right in zip(tokens, tokens[1:]):
+        yield left + right, 0.5
+
+
+def embedding_vector(text: str, dimension: int = 128) -> list[float]:
+    """A deterministic unit vector for `text` (signed feature hashing, stable across processes)."""
+    vector = np.zeros(dimension, dtype=np.float64)
+    for feature, weight in _features(text):
+        digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
+        number = int.from_bytes(digest, "little")
+        vector[number % dimension] += weight if (number >> 63) & 1 else -weight
+    norm = float(np.linalg.norm(vector))
+    if norm == 0.0:  # no words at all: a fixed unit vector rather than zeros
+        vector[0], norm = 1.0, 1.0
+    return [round(float(value), 6) for value in vector / norm]
+
+
+def overlap_score(query: str, document: str) -> float:
+    """The share of the query's distinct words that occur in the document."""
+    query_words = set(words(query))
+    if not query_words:
+        return 0.0
+    return round(len(query_words & set(words(document))) / len(query_words), 6)
+
+
+def _message_text(message: dict[str, Any]) -> str:
+    content = message.get("content") or ""
+    if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}]
+        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return str(content)
+
+
+def _error_body(status: int, message: str) -> dict[str, Any]:
+    return {"error": {"message": message, "type": "fake_error", "code": status}}
+
+
+class FakeOpenAIServer:
+    """The server; a context manager that starts it on a free port and stops it on exit."""
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        default_reply: Reply = "This is a fake reply.",
+        embedding_dimension: int = 128,
+        report_usage: bool = True,
+        api_key: str | None = None,
+    ) -> None:
+        self.host = host
+        self.requested_port = port
+        self.default_reply = default_reply
+        self.embedding_dimension = embedding_dimension
+        self.report_usage = report_usage  # False: replies carry no `usage`, as some servers do
+        self.api_key = api_key  # when set, requests without `Bearer <api_key>` get 401
+        self._lock = threading.Lock()
+        self._rules: list[_Rule] = []
+        self._faults: deque[_Fault] = deque()
+        self._overrides: dict[str, JsonHandler] = {}
+        self._requests: list[RecordedRequest] = []
+        self._stopping = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def start(self) -> FakeOpenAIServer:
+        if self._httpd is not None:
+            raise RuntimeError("FakeOpenAIServer is already running")
+        self._stopping.clear()
+        httpd = ThreadingHTTPServer((self.host, self.requested_port), _Handler)
+        httpd.fake = self  # type: ignore[attr-defined]  # how the handler finds its server
+        self._httpd = httpd
+        self._thread = threading.Thread(target=httpd.serve_forever, name="fake-openai", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._httpd is None:
+            return
+        self._stopping.set()  # wakes handlers sleeping in a delay fault
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = self._thread = None
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("FakeOpenAIServer is not running; use `with FakeOpenAIServer() as server:`")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def root_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-style API base, `http://127.0.0.1:PORT/v1`."""
+        return f"{self.root_url}/v1"
+
+    # -- scripting -------------------------------------------------------------------------
+
+    def add_rule(
+        self, pattern: str | re.Pattern[str], reply: Reply, *, target: Literal["last_user", "prompt"] = "last_user"
+    ) -> None:
+        """Answer chats whose last user message (or, with target="prompt", all messages joined by
+        newlines) contains `pattern` (a substring, or a compiled regex searched for) with `reply`:
+        a string, or a callable given the request JSON. The first matching rule wins; adding a
+        rule with an existing pattern replaces that rule in place."""
+        rule = _Rule(pattern, reply, target)
+        with self._lock:
+            for position, existing in enumerate(self._rules):
+                if existing.pattern == pattern:
+                    self._rules[position] = rule
+                    return
+            self._rules.append(rule)
+
+    def remove_rule(self, pattern: str | re.Pattern[str]) -> None:
+        with self._lock:
+            self._rules = [rule for rule in self._rules if rule.pattern != pattern]
+
+    def clear_rules(self) -> None:
+        with self._lock:
+            self._rules.clear()
+
+    def fail_next(self, count: int = 1, status: int = 500, body: str | None = None, retry_after: float | None = None) -> None:
+        """The next `count` requests get `status` (with `Retry-After` when given) instead of an answer."""
+        text = body if body is not None else json.dumps(_error_body(status, f"injected failure {status}"))
+        header = None if retry_after is None else f"{retry_after:g}"
+        self._queue(count, _Fault(status=status, body=text, retry_after=header))
+
+    def malformed_next(self, count: int = 1, body: str = '{"id": "broken", "choices": [') -> None:
+        """The next `count` requests get HTTP 200 with `body`, which is not valid JSON by default."""
+        self._queue(count, _Fault(status=200, body=body, malformed=True))
+
+    def delay_next(self, count: int = 1, seconds: float = 1.0) -> None:
+        """The next `count` requests are answered normally, but only after `seconds`."""
+        self._queue(count, _Fault(delay_s=seconds))
+
+    def clear_faults(self) -> None:
+        with self._lock:
+            self._faults.clear()
+
+    def override(self, path: str, handler: JsonHandler | None) -> None:
+        """Answer POSTs to `path` (e.g. "/v1/embeddings") with `handler(request_json)`; None restores it."""
+        with self._lock:
+            if handler is None:
+                self._overrides.pop(path, None)
+            else:
+                self._overrides[path] = handler
+
+    @property
+    def requests(self) -> list[RecordedRequest]:
+        """A copy of every request so far, oldest first."""
+        with self._lock:
+            return list(self._requests)
+
+    def clear_requests(self) -> None:
+        with self._lock:
+            self._requests.clear()
+
+    def _queue(self, count: int, fault: _Fault) -> None:
+        if count < 1:
+            raise ValueError(f"count must be at least 1, got {count}")
+        with self._lock:
+            self._faults.extend([fault] * count)
+
+    # -- answering (called from handler threads) -------------------------------------------
+
+    def _take_fault(self) -> _Fault | None:
+        with self._lock:
+            return self._faults.popleft() if self._faults else None
+
+    def _record(self, record: RecordedRequest) -> None:
+        with self._lock:
+            self._requests.append(record)
+
+    def _answer(self, path: str, body: Any) -> _Answer:
+        with self._lock:
+            override = self._overrides.get(path)
+        if override is not None:
+            return _Answer(200, override(body))
+        routes: dict[str, Callable[[dict[str, Any]], _Answer]] = {
+            "/v1/chat/completions": self._chat,
+            "/v1/embeddings": self._embeddings,
+            "/v1/rerank": self._rerank,
+            DASHSCOPE_RERANK_PATH: self._dashscope_rerank,
+        }
+        route = routes.get(path)
+        if route is None:
+            return _Answer(404, _error_body(404, f"no route {path}; known: {', '.join(sorted(routes))}"))
+        if not isinstance(body, dict):
+            return _Answer(400, _error_body(400, "expected a JSON object body"))
+        return route(body)
+
+    def _reply_for(self, body: dict[str, Any]) -> str:
+        messages = [message for message in body.get("messages", []) if isinstance(message, dict)]
+        users = [_message_text(message) for message in messages if message.get("role") == "user"]
+        last_user = users[-1] if users else ""
+        prompt = "\n".join(_message_text(message) for message in messages)
+        with self._lock:
+            rules = list(self._rules)
+            default = self.default_reply
+        reply = next((rule.reply for rule in rules if rule.matches(last_user, prompt)), default)
+        return reply(body) if callable(reply) else reply
+
+    def _chat(self, body: dict[str, Any]) -> _Answer:
+        if not isinstance(body.get("messages"), list) or "model" not in body:
+            return _Answer(400, _error_body(400, "expected `model` and a `messages` list"))
+        reply = self._reply_for(body)
+        prompt_tokens = sum(count_tokens(_message_text(m)) for m in body["messages"] if isinstance(m, dict))
+        completion_tokens = count_tokens(reply)
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                 "total_tokens": prompt_tokens + completion_tokens}  # fmt: skip
+        head = {"id": f"chatcmpl-fake-{time.monotonic_ns()}", "created": int(time.time()), "model": body["model"]}
+        answer = _Answer(200, reply=reply, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+        if body.get("stream"):
+            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+            answer.events = self._chunks(head, reply, usage if include_usage and self.report_usage else None)
+            return answer
+        message = {"role": "assistant", "content": reply}
+        choice = {"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}
+        answer.payload = {**head, "object": "chat.completion", "choices": [choice]}
+        if self.report_usage:
+            answer.payload["usage"] = usage
+        return answer
+
+    @staticmethod
+    def _chunks(head: dict[str, Any], reply: str, usage: dict[str, int] | None) -> Iterator[dict[str, Any]]:
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+            choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+            return {**head, "object": "chat.completion.chunk", "choices": [choice]}
+
+        yield chunk({"role": "assistant", "content": ""})
+        for piece in re.findall(r"\s*\S+", reply) or [reply]:
+            yield chunk({"content": piece})
+        yield chunk({}, "stop")
+        if usage is not None:
+            yield {**head, "object": "chat.completion.chunk", "choices": [], "usage": usage}
+
+    def _embeddings(self, body: dict[str, Any]) -> _Answer:
+        texts = body.get("input")
+        texts = [texts] if isinstance(texts, str) else texts
+        if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts) or "model" not in body:
+            return _Answer(400, _error_body(400, "expected `model` and `input` as a string or a list of strings"))
+        dimension = int(body.get("dimensions") or self.embedding_dimension)
+        data = [{"object": "embedding", "index": i, "embedding": embedding_vector(t, dimension)} for i, t in enumerate(texts)]
+        tokens = sum(count_tokens(text) for text in texts)
+        payload = {"object": "list", "data": data, "model": body["model"]}
+        if self.report_usage:
+            payload["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
+        return _Answer(200, payload, prompt_tokens=tokens)
+
+    @staticmethod
+    def _ranked(query: Any, documents: Any, top_n: Any, return_documents: bool) -> tuple[list[dict[str, Any]], int] | None:
+        if not isinstance(query, str) or not isinstance(documents, list):
+            return None
+        texts = [doc.get("text", "") if isinstance(doc, dict) else str(doc) for doc in documents]
+        scored = sorted(((overlap_score(query, text), i) for i, text in enumerate(texts)), key=lambda pair: (-pair[0], pair[1]))
+        results: list[dict[str, Any]] = []
+        for score, index in scored[: int(top_n) if top_n else len(scored)]:
+            result: dict[str, Any] = {"index": index, "relevance_score": score}
+            if return_documents:
+                result["document"] = {"text": texts[index]}
+            results.append(result)
+        return results, count_tokens(query) + sum(count_tokens(text) for text in texts)
+
+    def _rerank(self, body: dict[str, Any]) -> _Answer:
+        ranked = self._ranked(body.get("query"), body.get("documents"), body.get("top_n"), bool(body.get("return_documents")))
+        if ranked is None:
+            return _Answer(400, _error_body(400, "expected `query` (string) and `documents` (list)"))
+        results, tokens = ranked
+        payload = {"id": f"rerank-fake-{time.monotonic_ns()}", "results": results, "model": body.get("model")}
+        if self.report_usage:
+            payload["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
+        return _Answer(200, payload, prompt_tokens=tokens)
+
+    def _dashscope_rerank(self, body: dict[str, Any]) -> _Answer:
+        source = body.get("input") or {}
+        options = body.get("parameters") or {}
+        ranked = self._ranked(source.get("query"), source.get("documents"), options.get("top_n"),
+                              bool(options.get("return_documents")))  # fmt: skip
+        if ranked is None:
+            error = {"code": "InvalidParameter", "message": "expected input.query and input.documents"}
+            return _Answer(400, error)
+        results, tokens = ranked
+        payload = {"output": {"results": results}, "usage": {"total_tokens": tokens}, "request_id": "fake"}
+        return _Answer(200, payload, prompt_tokens=tokens)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_version = "FakeOpenAI/1.0"
+
+    @property
+    def fake(self) -> FakeOpenAIServer:
+        return self.server.fake  # type: ignore[attr-defined, no-any-return]  # set in FakeOpenAIServer.start
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  # the base class names it so
+        """Silent: tests read `server.requests` instead of stderr."""
+
+    def do_GET(self) -> None:  # noqa: N802  # the name http.server dispatches to
+        self._serve("GET", None)
+
+    def do_POST(self) -> None:  # noqa: N802  # the name http.server dispatches to
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode("utf-8", errors="replace")
+        try:
+            body: Any = json.loads(raw)
+        except ValueError:
+            body = raw
+        self._serve("POST", body)
+
+    def _serve(self, method: str, body: Any) -> None:
+        fake = self.fake
+        path = self.path.split("?", 1)[0]
+        fault = fake._take_fault()
+        if fault is not None and fault.delay_s:
+            fake._stopping.wait(fault.delay_s)
+        if fault is not None and fault.status is not None:
+            headers = {"Retry-After": fault.retry_after} if fault.retry_after else {}
+            answer = _Answer(fault.status, raw=fault.body, headers=headers)
+        elif not self._authorized(fake.api_key):
+            answer = _Answer(401, _error_body(401, "invalid or missing API key"))
+        elif method == "GET":
+            known = path in ("/v1/models", "/models")
+            models = [{"id": name, "object": "model", "owned_by": "memoryscope-fake"} for name in ("fake-chat", "fake-embedding", "fake-rerank")]
+            answer = _Answer(200, {"object": "list", "data": models}) if known else _Answer(404, _error_body(404, path))
+        else:
+            answer = fake._answer(path, body)
+        fake._record(self._record_of(method, path, body, answer))
+        self._send(answer)
+
+    def _authorized(self, api_key: str | None) -> bool:
+        return api_key is None or self.headers.get("Authorization") == f"Bearer {api_key}"
+
+    def _record_of(self, method: str, path: str, body: Any, answer: _Answer) -> RecordedRequest:
+        authorization = self.headers.get("Authorization")
+        headers = {name: value for name, value in self.headers.items() if name.lower() != "authorization"}
+        return RecordedRequest(
+            method=method, path=path, body=body, headers=headers,
+            api_key_suffix=authorization.split()[-1][-4:] if authorization else None,
+            status=answer.status, reply=answer.reply,
+            prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens,
+        )  # fmt: skip
+
+    def _send(self, answer: _Answer) -> None:
+        try:
+            if answer.events is not None:
+                self.send_response(answer.status)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.end_headers()
+                for event in answer.events:
+                    self.wfile.write(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
+                    self.wfile.flush()
+                self.wfile.write(b"data: [DONE]\n\n")
+                return
+            text = answer.raw if answer.raw is not None else json.dumps(answer.payload, ensure_ascii=False)
+            data = text.encode("utf-8")
+            self.send_response(answer.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in answer.headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (e.g. its timeout fired during a delay fault)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Serve a fake OpenAI-compatible API on this machine.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    parser.add_argument("--reply", default="This is a fake reply.", help="the default chat reply")
+    args = parser.parse_args(argv)
+    with FakeOpenAIServer(args.host, args.port, default_reply=args.reply) as server:
+        print(f"fake OpenAI-compatible API at {server.base_url} (Ctrl-C to stop)", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
