@@ -1,5 +1,9 @@
 """Reading a config: by name or path, YAML parsed safely, `${VAR}` filled in, overrides applied.
 
+A config may start from another with `extends: NAME|PATH`: its sections are merged over the
+base's, key by key, except that an entry which names its own `class:` replaces the base's entry
+whole (so switching a model's backend never inherits the old backend's keys).
+
 Precedence, highest first: arguments (`overrides=`) > environment (`MEMORYSCOPE__SECTION__KEY`) >
 the YAML file > defaults in the schema.
 """
@@ -34,18 +38,7 @@ def read_config_source(
 ) -> tuple[dict[str, Any], str]:
     """The raw config dict for `source` (a shipped name or a path), and a label for messages."""
     environ = os.environ if environ is None else environ
-    text, label = _read_text(source)
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        place = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        problem = getattr(error, "problem", None) or str(error)
-        raise ConfigError(f"invalid YAML at {place}{problem}", source=label) from None
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise ConfigError(f"the top level must be a mapping of sections, got {type(data).__name__}", source=label)
+    data, label = _read_with_bases(source, seen=())
     data = _interpolate(data, environ, label, "")
     for dotted, value in _environment_overrides(environ).items():
         _set_path(data, dotted, value, label)
@@ -54,10 +47,51 @@ def read_config_source(
     return data, label
 
 
+def _read_with_bases(source: str | Path, seen: tuple[str, ...]) -> tuple[dict[str, Any], str]:
+    text, label = _read_text(source)
+    if label in seen:
+        raise ConfigError(f"`extends` loops: {' -> '.join([*seen, label])}")
+    data = _parse_yaml(text, label)
+    base_source = data.pop("extends", None)
+    if base_source is None:
+        return data, label
+    if not isinstance(base_source, str):
+        raise ConfigError([("extends", f"must name a config or a path, got {base_source!r}")], source=label)
+    if _looks_like_path(base_source) and _looks_like_path(source) and not Path(base_source).expanduser().is_absolute():
+        base_source = str(Path(str(source)).expanduser().parent / base_source)  # relative to the extending file
+    base, _ = _read_with_bases(base_source, (*seen, label))
+    return _merge(base, data), label
+
+
+def _parse_yaml(text: str, label: str) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        place = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise ConfigError(f"invalid YAML at {place}{problem}", source=label) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"the top level must be a mapping of sections, got {type(data).__name__}", source=label)
+    return data
+
+
+def _merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in override.items():
+        replaces_whole = isinstance(value, dict) and "class" in value
+        if isinstance(value, dict) and isinstance(merged.get(key), dict) and not replaces_whole:
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
 def _read_text(source: str | Path) -> tuple[str, str]:
     text_source = str(source)
-    looks_like_path = isinstance(source, Path) or "/" in text_source or text_source.endswith((".yaml", ".yml"))
-    if not looks_like_path:
+    if not _looks_like_path(source):
         names = shipped_config_names()
         if text_source in names:
             resource = resources.files("memoryscope.configs").joinpath(f"{text_source}.yaml")
@@ -74,6 +108,11 @@ def _read_text(source: str | Path) -> tuple[str, str]:
         raise ConfigError(f"config file not found: {path}") from None
     except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"cannot read config file {path}: {error}") from None
+
+
+def _looks_like_path(source: str | Path) -> bool:
+    text = str(source)
+    return isinstance(source, Path) or "/" in text or text.endswith((".yaml", ".yml"))
 
 
 def _interpolate(value: Any, environ: Mapping[str, str], label: str, where: str) -> Any:

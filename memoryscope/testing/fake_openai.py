@@ -28,27 +28,34 @@ order. `override(path, handler)` replaces an endpoint's JSON reply. Everything i
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import re
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
-import numpy as np
+from memoryscope.testing._fake_payloads import (
+    Answer,
+    chat_answer,
+    dashscope_rerank_answer,
+    embedding_vector,
+    embeddings_answer,
+    error_body,
+    message_text,
+    models_answer,
+    overlap_score,
+    rerank_answer,
+)
 
-from memoryscope.models.token_count import count_tokens
-
-__all__ = ["FakeOpenAIServer", "RecordedRequest", "DASHSCOPE_RERANK_PATH"]
+__all__ = ["FakeOpenAIServer", "RecordedRequest", "DASHSCOPE_RERANK_PATH", "embedding_vector", "overlap_score"]
 
 Reply = str | Callable[[dict[str, Any]], str]
 JsonHandler = Callable[[dict[str, Any]], dict[str, Any]]
 DASHSCOPE_RERANK_PATH = "/api/v1/services/rerank/text-rerank/text-rerank"
-_WORD = re.compile(r"[0-9a-z]+|[\u3400-\u9fff\uf900-\ufaff]", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -85,67 +92,6 @@ class _Fault:
     body: str = ""
     retry_after: str | None = None
     delay_s: float = 0.0
-    malformed: bool = False
-
-
-@dataclass
-class _Answer:
-    status: int
-    payload: Any = None  # JSON-ready, or raw text when `raw` is set
-    raw: str | None = None
-    headers: dict[str, str] = field(default_factory=dict)
-    events: Iterator[dict[str, Any]] | None = None  # server-sent events instead of one body
-    reply: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-
-def words(text: str) -> list[str]:
-    """Lower-cased Latin words and single CJK characters: what the fake embeds and reranks on."""
-    return [word.lower() for word in _WORD.findall(text)]
-
-
-def _features(text: str) -> Iterator[tuple[str, float]]:
-    tokens = words(text)
-    for token in tokens:
-        yield token, 1.0
-        padded = f"#{token}#"
-        for start in range(len(padded) - 2):
-            yield padded[start : start + 3], 0.5
-    for left, right in zip(tokens, tokens[1:]):
-        yield left + right, 0.5
-
-
-def embedding_vector(text: str, dimension: int = 128) -> list[float]:
-    """A deterministic unit vector for `text` (signed feature hashing, stable across processes)."""
-    vector = np.zeros(dimension, dtype=np.float64)
-    for feature, weight in _features(text):
-        digest = hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest()
-        number = int.from_bytes(digest, "little")
-        vector[number % dimension] += weight if (number >> 63) & 1 else -weight
-    norm = float(np.linalg.norm(vector))
-    if norm == 0.0:  # no words at all: a fixed unit vector rather than zeros
-        vector[0], norm = 1.0, 1.0
-    return [round(float(value), 6) for value in vector / norm]
-
-
-def overlap_score(query: str, document: str) -> float:
-    """The share of the query's distinct words that occur in the document."""
-    query_words = set(words(query))
-    if not query_words:
-        return 0.0
-    return round(len(query_words & set(words(document))) / len(query_words), 6)
-
-
-def _message_text(message: dict[str, Any]) -> str:
-    content = message.get("content") or ""
-    if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}]
-        return "".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return str(content)
-
-
-def _error_body(status: int, message: str) -> dict[str, Any]:
-    return {"error": {"message": message, "type": "fake_error", "code": status}}
 
 
 class FakeOpenAIServer:
@@ -247,13 +193,13 @@ class FakeOpenAIServer:
 
     def fail_next(self, count: int = 1, status: int = 500, body: str | None = None, retry_after: float | None = None) -> None:
         """The next `count` requests get `status` (with `Retry-After` when given) instead of an answer."""
-        text = body if body is not None else json.dumps(_error_body(status, f"injected failure {status}"))
+        text = body if body is not None else json.dumps(error_body(status, f"injected failure {status}"))
         header = None if retry_after is None else f"{retry_after:g}"
         self._queue(count, _Fault(status=status, body=text, retry_after=header))
 
     def malformed_next(self, count: int = 1, body: str = '{"id": "broken", "choices": [') -> None:
         """The next `count` requests get HTTP 200 with `body`, which is not valid JSON by default."""
-        self._queue(count, _Fault(status=200, body=body, malformed=True))
+        self._queue(count, _Fault(status=200, body=body))
 
     def delay_next(self, count: int = 1, seconds: float = 1.0) -> None:
         """The next `count` requests are answered normally, but only after `seconds`."""
@@ -297,117 +243,39 @@ class FakeOpenAIServer:
         with self._lock:
             self._requests.append(record)
 
-    def _answer(self, path: str, body: Any) -> _Answer:
+    def _answer(self, path: str, body: Any) -> Answer:
         with self._lock:
             override = self._overrides.get(path)
         if override is not None:
-            return _Answer(200, override(body))
-        routes: dict[str, Callable[[dict[str, Any]], _Answer]] = {
+            return Answer(200, override(body))
+        routes: dict[str, Callable[[dict[str, Any]], Answer]] = {
             "/v1/chat/completions": self._chat,
-            "/v1/embeddings": self._embeddings,
-            "/v1/rerank": self._rerank,
-            DASHSCOPE_RERANK_PATH: self._dashscope_rerank,
+            "/v1/embeddings": lambda body: embeddings_answer(body, self.embedding_dimension, self.report_usage),
+            "/v1/rerank": lambda body: rerank_answer(body, self.report_usage),
+            DASHSCOPE_RERANK_PATH: dashscope_rerank_answer,
         }
         route = routes.get(path)
         if route is None:
-            return _Answer(404, _error_body(404, f"no route {path}; known: {', '.join(sorted(routes))}"))
+            return Answer(404, error_body(404, f"no route {path}; known: {', '.join(sorted(routes))}"))
         if not isinstance(body, dict):
-            return _Answer(400, _error_body(400, "expected a JSON object body"))
+            return Answer(400, error_body(400, "expected a JSON object body"))
         return route(body)
+
+    def _chat(self, body: dict[str, Any]) -> Answer:
+        if not isinstance(body.get("messages"), list) or "model" not in body:
+            return Answer(400, error_body(400, "expected `model` and a `messages` list"))
+        return chat_answer(body, self._reply_for(body), self.report_usage)
 
     def _reply_for(self, body: dict[str, Any]) -> str:
         messages = [message for message in body.get("messages", []) if isinstance(message, dict)]
-        users = [_message_text(message) for message in messages if message.get("role") == "user"]
+        users = [message_text(message) for message in messages if message.get("role") == "user"]
         last_user = users[-1] if users else ""
-        prompt = "\n".join(_message_text(message) for message in messages)
+        prompt = "\n".join(message_text(message) for message in messages)
         with self._lock:
             rules = list(self._rules)
             default = self.default_reply
         reply = next((rule.reply for rule in rules if rule.matches(last_user, prompt)), default)
         return reply(body) if callable(reply) else reply
-
-    def _chat(self, body: dict[str, Any]) -> _Answer:
-        if not isinstance(body.get("messages"), list) or "model" not in body:
-            return _Answer(400, _error_body(400, "expected `model` and a `messages` list"))
-        reply = self._reply_for(body)
-        prompt_tokens = sum(count_tokens(_message_text(m)) for m in body["messages"] if isinstance(m, dict))
-        completion_tokens = count_tokens(reply)
-        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                 "total_tokens": prompt_tokens + completion_tokens}  # fmt: skip
-        head = {"id": f"chatcmpl-fake-{time.monotonic_ns()}", "created": int(time.time()), "model": body["model"]}
-        answer = _Answer(200, reply=reply, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
-        if body.get("stream"):
-            include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-            answer.events = self._chunks(head, reply, usage if include_usage and self.report_usage else None)
-            return answer
-        message = {"role": "assistant", "content": reply}
-        choice = {"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}
-        answer.payload = {**head, "object": "chat.completion", "choices": [choice]}
-        if self.report_usage:
-            answer.payload["usage"] = usage
-        return answer
-
-    @staticmethod
-    def _chunks(head: dict[str, Any], reply: str, usage: dict[str, int] | None) -> Iterator[dict[str, Any]]:
-        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-            choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
-            return {**head, "object": "chat.completion.chunk", "choices": [choice]}
-
-        yield chunk({"role": "assistant", "content": ""})
-        for piece in re.findall(r"\s*\S+", reply) or [reply]:
-            yield chunk({"content": piece})
-        yield chunk({}, "stop")
-        if usage is not None:
-            yield {**head, "object": "chat.completion.chunk", "choices": [], "usage": usage}
-
-    def _embeddings(self, body: dict[str, Any]) -> _Answer:
-        texts = body.get("input")
-        texts = [texts] if isinstance(texts, str) else texts
-        if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts) or "model" not in body:
-            return _Answer(400, _error_body(400, "expected `model` and `input` as a string or a list of strings"))
-        dimension = int(body.get("dimensions") or self.embedding_dimension)
-        data = [{"object": "embedding", "index": i, "embedding": embedding_vector(t, dimension)} for i, t in enumerate(texts)]
-        tokens = sum(count_tokens(text) for text in texts)
-        payload = {"object": "list", "data": data, "model": body["model"]}
-        if self.report_usage:
-            payload["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
-        return _Answer(200, payload, prompt_tokens=tokens)
-
-    @staticmethod
-    def _ranked(query: Any, documents: Any, top_n: Any, return_documents: bool) -> tuple[list[dict[str, Any]], int] | None:
-        if not isinstance(query, str) or not isinstance(documents, list):
-            return None
-        texts = [doc.get("text", "") if isinstance(doc, dict) else str(doc) for doc in documents]
-        scored = sorted(((overlap_score(query, text), i) for i, text in enumerate(texts)), key=lambda pair: (-pair[0], pair[1]))
-        results: list[dict[str, Any]] = []
-        for score, index in scored[: int(top_n) if top_n else len(scored)]:
-            result: dict[str, Any] = {"index": index, "relevance_score": score}
-            if return_documents:
-                result["document"] = {"text": texts[index]}
-            results.append(result)
-        return results, count_tokens(query) + sum(count_tokens(text) for text in texts)
-
-    def _rerank(self, body: dict[str, Any]) -> _Answer:
-        ranked = self._ranked(body.get("query"), body.get("documents"), body.get("top_n"), bool(body.get("return_documents")))
-        if ranked is None:
-            return _Answer(400, _error_body(400, "expected `query` (string) and `documents` (list)"))
-        results, tokens = ranked
-        payload = {"id": f"rerank-fake-{time.monotonic_ns()}", "results": results, "model": body.get("model")}
-        if self.report_usage:
-            payload["usage"] = {"prompt_tokens": tokens, "total_tokens": tokens}
-        return _Answer(200, payload, prompt_tokens=tokens)
-
-    def _dashscope_rerank(self, body: dict[str, Any]) -> _Answer:
-        source = body.get("input") or {}
-        options = body.get("parameters") or {}
-        ranked = self._ranked(source.get("query"), source.get("documents"), options.get("top_n"),
-                              bool(options.get("return_documents")))  # fmt: skip
-        if ranked is None:
-            error = {"code": "InvalidParameter", "message": "expected input.query and input.documents"}
-            return _Answer(400, error)
-        results, tokens = ranked
-        payload = {"output": {"results": results}, "usage": {"total_tokens": tokens}, "request_id": "fake"}
-        return _Answer(200, payload, prompt_tokens=tokens)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -417,13 +285,13 @@ class _Handler(BaseHTTPRequestHandler):
     def fake(self) -> FakeOpenAIServer:
         return self.server.fake  # type: ignore[attr-defined, no-any-return]  # set in FakeOpenAIServer.start
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  # the base class names it so
+    def log_message(self, format: str, *args: Any) -> None:
         """Silent: tests read `server.requests` instead of stderr."""
 
-    def do_GET(self) -> None:  # noqa: N802  # the name http.server dispatches to
+    def do_GET(self) -> None:  # the name http.server dispatches to
         self._serve("GET", None)
 
-    def do_POST(self) -> None:  # noqa: N802  # the name http.server dispatches to
+    def do_POST(self) -> None:  # the name http.server dispatches to
         raw = self.rfile.read(int(self.headers.get("Content-Length") or 0)).decode("utf-8", errors="replace")
         try:
             body: Any = json.loads(raw)
@@ -439,13 +307,11 @@ class _Handler(BaseHTTPRequestHandler):
             fake._stopping.wait(fault.delay_s)
         if fault is not None and fault.status is not None:
             headers = {"Retry-After": fault.retry_after} if fault.retry_after else {}
-            answer = _Answer(fault.status, raw=fault.body, headers=headers)
+            answer = Answer(fault.status, raw=fault.body, headers=headers)
         elif not self._authorized(fake.api_key):
-            answer = _Answer(401, _error_body(401, "invalid or missing API key"))
+            answer = Answer(401, error_body(401, "invalid or missing API key"))
         elif method == "GET":
-            known = path in ("/v1/models", "/models")
-            models = [{"id": name, "object": "model", "owned_by": "memoryscope-fake"} for name in ("fake-chat", "fake-embedding", "fake-rerank")]
-            answer = _Answer(200, {"object": "list", "data": models}) if known else _Answer(404, _error_body(404, path))
+            answer = models_answer() if path == "/v1/models" else Answer(404, error_body(404, f"no route GET {path}"))
         else:
             answer = fake._answer(path, body)
         fake._record(self._record_of(method, path, body, answer))
@@ -454,7 +320,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _authorized(self, api_key: str | None) -> bool:
         return api_key is None or self.headers.get("Authorization") == f"Bearer {api_key}"
 
-    def _record_of(self, method: str, path: str, body: Any, answer: _Answer) -> RecordedRequest:
+    def _record_of(self, method: str, path: str, body: Any, answer: Answer) -> RecordedRequest:
         authorization = self.headers.get("Authorization")
         headers = {name: value for name, value in self.headers.items() if name.lower() != "authorization"}
         return RecordedRequest(
@@ -464,7 +330,7 @@ class _Handler(BaseHTTPRequestHandler):
             prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens,
         )  # fmt: skip
 
-    def _send(self, answer: _Answer) -> None:
+    def _send(self, answer: Answer) -> None:
         try:
             if answer.events is not None:
                 self.send_response(answer.status)

@@ -32,9 +32,7 @@ class WorkerSpec(Protocol):
     def writes(self) -> Iterable[str]: ...
 
 
-def check_plan(
-    plan: Sequence, workers: Mapping[str, WorkerSpec], given: Iterable[str], where: str
-) -> list[tuple[str, str]]:
+def check_plan(plan: Sequence, workers: Mapping[str, WorkerSpec], given: Iterable[str], where: str) -> list[tuple[str, str]]:
     """Every problem of `plan` as (YAML path, message); empty when it can run.
 
     `workers` maps the names a workflow may use to their specs, `given` names the context

@@ -177,7 +177,7 @@ class WorkflowRunner:
                 ctx.stop_reason = fork.stop_reason
 
     def _run_branches(self, op: _ParallelOp, forks: list[MemoryContext]) -> list[_BranchOutcome]:
-        """Run every branch to its end; outcomes in declared order."""
+        """Run the branches (once one has failed, none not yet started); outcomes in declared order."""
 
         def run_branch(index: int) -> _BranchOutcome:
             outcome = _BranchOutcome([], [])

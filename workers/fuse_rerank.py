@@ -1,0 +1,109 @@
+"""The final order of retrieved memories: relevance, weighted by kind of memory and by time."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import ClassVar
+from zoneinfo import ZoneInfo
+
+from pydantic import Field, field_validator
+
+from memoryscope.context import MemoryContext
+from memoryscope.env import Env
+from memoryscope.memory import MemoryNode, MemoryType
+from memoryscope.stores.base import TimeRange
+from memoryscope.worker import Worker, WorkerParams, register_worker
+
+__all__ = ["FuseRerankWorker"]
+
+# MemoryScope 0.1's demo weights: what the user said least, what was concluded about them most.
+DEFAULT_RATIOS: dict[MemoryType, float] = {
+    MemoryType.CONVERSATION: 0.5,
+    MemoryType.OBSERVATION: 1.0,
+    MemoryType.OBS_CUSTOMIZED: 1.2,
+    MemoryType.INSIGHT: 2.0,
+}
+
+
+@register_worker("fuse_rerank")
+class FuseRerankWorker(Worker):
+    """Score = rank score × the memory type's ratio × `fuse_time_ratio` when the memory is in time.
+
+    A memory is "in time" when its `event_time` or its `message_time` falls in the `time_range`
+    that `extract_time` found in the query (no range: no boost). Memories whose rank score (in
+    [0, 1], see `semantic_rank`) is below `fuse_score_threshold` are dropped before weighting,
+    as in MemoryScope 0.1. Memories with the same text are shown once, with their best score.
+    `memories` keeps the best `fuse_rerank_top_k` (default `global.output_memory_max_count`),
+    best first, each carrying its final score.
+    """
+
+    reads: ClassVar[tuple[str, ...]] = ("ranked",)
+    # Read when present, never required: a workflow without extract_time simply gets no boost.
+    optional_reads: ClassVar[tuple[str, ...]] = ("time_range",)
+    writes: ClassVar[tuple[str, ...]] = ("memories",)
+
+    class Params(WorkerParams):
+        fuse_ratio_dict: dict[MemoryType, float] = Field(
+            default_factory=lambda: dict(DEFAULT_RATIOS),
+            description="Weight per memory type; types left out keep their default "
+            "(conversation 0.5, observation 1, obs_customized 1.2, insight 2).",
+        )
+        fuse_time_ratio: float = Field(
+            2.0, gt=0, description="Weight of a memory whose event or message time is in the query's time range."
+        )
+        fuse_score_threshold: float = Field(
+            0.0, description="Drop memories whose rank score (0..1, before weighting) is below this."
+        )
+        fuse_rerank_top_k: int | None = Field(
+            None, gt=0, description="How many memories to return; default `global.output_memory_max_count`."
+        )
+
+        @field_validator("fuse_ratio_dict")
+        @classmethod
+        def _complete(cls, value: dict[MemoryType, float]) -> dict[MemoryType, float]:
+            negative = sorted(memory_type.value for memory_type, ratio in value.items() if ratio < 0)
+            if negative:
+                raise ValueError(f"ratios must not be negative: {', '.join(negative)}")
+            return {**DEFAULT_RATIOS, **value}
+
+    params: Params
+
+    def bind(self, env: Env) -> None:
+        self._zone: ZoneInfo = env.settings.tzinfo
+        self._top_k = self.params.fuse_rerank_top_k or env.settings.output_memory_max_count
+
+    def run(self, ctx: MemoryContext) -> None:
+        window = self._window(ctx.time_range)
+        ratios = self.params.fuse_ratio_dict
+        best: dict[str, MemoryNode] = {}  # text -> its best-scoring memory
+        for node in ctx.ranked:
+            rank_score = 1.0 if node.score is None else node.score
+            if rank_score < self.params.fuse_score_threshold:
+                continue
+            score = rank_score * ratios[node.memory_type]
+            if window is not None and _in_window(node, window):
+                score *= self.params.fuse_time_ratio
+            text = node.content.strip()
+            seen = best.get(text)
+            if seen is None or (seen.score is not None and score > seen.score):
+                best[text] = node.with_score(score)
+        ordered = sorted(best.values(), key=lambda node: node.score or 0.0, reverse=True)
+        ctx.memories = tuple(ordered[: self._top_k])
+
+    def _window(self, time_range: TimeRange | None) -> tuple[datetime | None, datetime | None] | None:
+        if time_range is None or (time_range.start is None and time_range.end is None):
+            return None
+        return self._aware(time_range.start), self._aware(time_range.end)
+
+    def _aware(self, moment: datetime | None) -> datetime | None:
+        if moment is not None and moment.tzinfo is None:
+            return moment.replace(tzinfo=self._zone)
+        return moment
+
+
+def _in_window(node: MemoryNode, window: tuple[datetime | None, datetime | None]) -> bool:
+    start, end = window
+    for moment in (node.event_time, node.message_time):
+        if moment is not None and (start is None or start <= moment) and (end is None or moment < end):
+            return True
+    return False

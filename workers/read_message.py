@@ -1,0 +1,87 @@
+"""Keep new chat messages as conversation memories, before anything else happens to them."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import ClassVar
+from zoneinfo import ZoneInfo
+
+from memoryscope.context import MemoryContext, Message
+from memoryscope.env import Env
+from memoryscope.memory import MemoryNode, MemoryType
+from memoryscope.stores.base import MemoryStore
+from memoryscope.worker import Worker, WorkerParams, register_worker
+
+__all__ = ["ReadMessageWorker", "message_memory_id"]
+
+# Fixed, so a message gets the same memory id in every process and every run.
+_NAMESPACE = uuid.UUID("6d656d6f-7279-5363-6f70-652d6d736773")
+_RESULT = {"en": "stored {new} new messages ({known} already stored)", "zh": "保存了 {new} 条新消息（{known} 条已保存过）"}
+
+
+def message_memory_id(ctx: MemoryContext, message: Message) -> str:
+    """The memory id of `message` for this user: from its `message_id` when it has one, else
+    from its role, time and text. Storing a message twice therefore stores it once."""
+    if message.message_id:
+        identity = f"id\x1f{message.message_id}"
+    else:
+        identity = f"text\x1f{message.role}\x1f{message.time.isoformat()}\x1f{message.content}"
+    return uuid.uuid5(_NAMESPACE, f"{ctx.user_name}\x1f{ctx.target_name}\x1f{ctx.workspace}\x1f{identity}").hex
+
+
+@register_worker("read_message")
+class ReadMessageWorker(Worker):
+    """Store `messages` as `conversation` memories, in one atomic write.
+
+    User and assistant messages are both kept (`meta["role"]`, `meta["speaker"]` tell them
+    apart); system messages and empty ones are not. `reflected=False` marks a message that
+    consolidation has not used yet. Messages already stored are left as they are (consolidation
+    may have marked them), so reading the same messages again adds nothing: a message's memory
+    id is derived from the user and its `message_id` (see `message_memory_id`).
+    `details["stored_messages"]` counts the new ones.
+    """
+
+    reads: ClassVar[tuple[str, ...]] = ("messages",)
+    writes: ClassVar[tuple[str, ...]] = ("details", "result")
+
+    class Params(WorkerParams):
+        pass
+
+    def bind(self, env: Env) -> None:
+        self._store: MemoryStore = env.require_store(f"worker.{self.name}")
+        self._zone: ZoneInfo = env.settings.tzinfo
+        self._language: str = env.settings.language
+
+    def run(self, ctx: MemoryContext) -> None:
+        nodes: dict[str, MemoryNode] = {}
+        for message in ctx.messages:
+            if message.role == "system" or not message.content.strip():
+                continue
+            node = self._node(ctx, message)
+            nodes.setdefault(node.memory_id, node)
+        known = {node.memory_id for node in self._store.get(list(nodes))} if nodes else set()
+        new = [node for memory_id, node in nodes.items() if memory_id not in known]
+        if new:
+            self._store.upsert(new)
+        ctx.details["stored_messages"] = len(new)
+        ctx.details["stored_message_ids"] = [node.memory_id for node in new]
+        ctx.result = _RESULT[self._language].format(new=len(new), known=len(known))
+
+    def _node(self, ctx: MemoryContext, message: Message) -> MemoryNode:
+        speaker = message.name or (ctx.user_name if message.role == "user" else message.role)
+        return MemoryNode(
+            user_name=ctx.user_name,
+            target_name=ctx.target_name,
+            workspace=ctx.workspace,
+            memory_id=message_memory_id(ctx, message),
+            memory_type=MemoryType.CONVERSATION,
+            content=message.content.strip(),
+            message_time=self._aware(message.time),
+            source_message_ids=(message.message_id,) if message.message_id else (),
+            reflected=False,
+            meta={"role": message.role, "speaker": speaker},
+        )
+
+    def _aware(self, moment: datetime) -> datetime:
+        return moment.replace(tzinfo=self._zone) if moment.tzinfo is None else moment

@@ -1,0 +1,182 @@
+"""Fetch the candidate memories for a query: a few scoped searches, one query embedding."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+import numpy as np
+from pydantic import Field, model_validator
+from typing_extensions import Self  # typing.Self needs Python 3.11; we support 3.10
+
+from memoryscope.context import MemoryContext
+from memoryscope.env import Env
+from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
+from memoryscope.models.base import EmbeddingModel
+from memoryscope.stores.base import MemoryFilter, MemoryStore, SearchMode, TimeRange
+from memoryscope.worker import Worker, WorkerParams, register_worker
+
+__all__ = ["RetrieveMemoryWorker"]
+
+_KNOWLEDGE = (MemoryType.OBSERVATION, MemoryType.OBS_CUSTOMIZED, MemoryType.INSIGHT)
+
+
+@dataclass(frozen=True)
+class _Group:
+    """One search: which memory types, in which status, how many."""
+
+    memory_types: tuple[MemoryType, ...]
+    status: MemoryStatus
+    top_k: int
+
+
+@register_worker("retrieve_memory")
+class RetrieveMemoryWorker(Worker):
+    """Search the user's memories for `query`, a separate top-k per kind of memory.
+
+    Observations (with the user's own `obs_customized`), insights, conversation messages and,
+    when asked, expired memories are searched separately, so one kind cannot crowd out another.
+    The query is embedded once (or `query_vector` is used) and every search reuses the vector.
+    With an empty query the newest memories of each kind are listed instead.
+
+    Every call is scoped to the context's `user_name` + `target_name` + `workspace`.
+    `retrieved` (and `memories`, so a listing workflow such as `set_query,retrieve_top_memory,
+    print_memory` has its answer) holds the hits best first (newest first for a listing), each
+    with the store's score (None for a listing).
+
+    `time_range` is read only with `time_filter: narrow`, and only when an earlier step (not a
+    parallel branch) wrote it: the default `boost` leaves time to `fuse_rerank`.
+    """
+
+    reads: ClassVar[tuple[str, ...]] = ("query", "query_vector")
+    # Read when present, never required: the default workflow runs extract_time beside this step.
+    optional_reads: ClassVar[tuple[str, ...]] = ("time_range",)
+    writes: ClassVar[tuple[str, ...]] = ("retrieved", "memories")
+
+    class Params(WorkerParams):
+        retrieve_obs_top_k: int = Field(
+            50, ge=0, description="How many valid observations (and obs_customized) to fetch; 0 skips them."
+        )
+        retrieve_ins_top_k: int = Field(20, ge=0, description="How many valid insights to fetch; 0 skips them.")
+        retrieve_conversation_top_k: int = Field(
+            50, ge=0, description="How many stored conversation messages to fetch; 0 skips them."
+        )
+        retrieve_expired_top_k: int = Field(
+            0, ge=0, description="How many expired memories to fetch (for listing and deleting); 0 skips them."
+        )
+        search_mode: SearchMode = Field(
+            SearchMode.HYBRID, description="`hybrid` (vectors + keywords), `dense` (vectors) or `keyword` (BM25)."
+        )
+        time_filter: Literal["boost", "narrow"] = Field(
+            "boost",
+            description="`boost`: search all times, fuse_rerank favours the asked time. `narrow`: search only "
+            "memories whose event_time or message_time is in `time_range`, widening when too few match.",
+        )
+        narrow_min_hits: int = Field(
+            3, ge=1, description="With `narrow`: fewer hits than this in a search adds that search's unfiltered hits."
+        )
+        embedding_model: str | None = Field(
+            None,
+            description="Key under `model:` that embeds the query; it must be the store's model. "
+            "Default: the store's own embedding model.",
+        )
+
+        @model_validator(mode="after")
+        def _fetches_something(self) -> Self:
+            if not (
+                self.retrieve_obs_top_k
+                or self.retrieve_ins_top_k
+                or self.retrieve_conversation_top_k
+                or self.retrieve_expired_top_k
+            ):
+                raise ValueError("every retrieve_*_top_k is 0, so nothing would be retrieved")
+            return self
+
+    params: Params
+
+    def bind(self, env: Env) -> None:
+        where = f"worker.{self.name}"
+        self._store: MemoryStore = env.require_store(where)
+        self._embedder: EmbeddingModel | None = None
+        if self.params.search_mode is not SearchMode.KEYWORD:
+            if self.params.embedding_model is not None:
+                self._embedder = env.embedding_model(self.params.embedding_model, f"{where}.embedding_model")
+            else:
+                found = getattr(self._store, "embedding_model", None)
+                # Without an accessor the store embeds the query itself, once per search.
+                self._embedder = found if isinstance(found, EmbeddingModel) else None
+        p = self.params
+        candidates = (
+            _Group((MemoryType.OBSERVATION, MemoryType.OBS_CUSTOMIZED), MemoryStatus.VALID, p.retrieve_obs_top_k),
+            _Group((MemoryType.INSIGHT,), MemoryStatus.VALID, p.retrieve_ins_top_k),
+            _Group((MemoryType.CONVERSATION,), MemoryStatus.VALID, p.retrieve_conversation_top_k),
+            _Group(_KNOWLEDGE, MemoryStatus.EXPIRED, p.retrieve_expired_top_k),
+        )
+        self._groups = tuple(group for group in candidates if group.top_k > 0)
+
+    def run(self, ctx: MemoryContext) -> None:
+        scope = MemoryFilter(user_name=ctx.user_name, target_name=ctx.target_name, workspace=ctx.workspace)
+        if not ctx.query:
+            found = [node for group in self._groups for node in self._list(scope, group)]
+            nodes = sorted(_unique(found), key=lambda node: node.created_at, reverse=True)
+        else:
+            vector = self._query_vector(ctx)
+            narrow = ctx.time_range if self.params.time_filter == "narrow" else None
+            found = [node for group in self._groups for node in self._search(scope, group, ctx.query, vector, narrow)]
+            nodes = sorted(_unique(found), key=_score, reverse=True)
+        ctx.retrieved = tuple(nodes)
+        ctx.memories = ctx.retrieved
+
+    def _query_vector(self, ctx: MemoryContext) -> np.ndarray | None:
+        if self.params.search_mode is SearchMode.KEYWORD:
+            return None
+        if ctx.query_vector is not None:
+            return ctx.query_vector
+        return None if self._embedder is None else self._embedder.embed_query(ctx.query)
+
+    def _list(self, scope: MemoryFilter, group: _Group) -> list[MemoryNode]:
+        memory_filter = _with(scope, group)
+        return self._store.scan(memory_filter, limit=group.top_k, newest_first=True)
+
+    def _search(
+        self, scope: MemoryFilter, group: _Group, query: str, vector: np.ndarray | None, narrow: TimeRange | None
+    ) -> list[MemoryNode]:
+        if narrow is None or (narrow.start is None and narrow.end is None):
+            return self._search_one(_with(scope, group), query, vector, group.top_k)
+        hits: list[MemoryNode] = []
+        for time_field in ("event_time", "message_time"):
+            in_range = TimeRange(field=time_field, start=narrow.start, end=narrow.end)
+            hits += self._search_one(_with(scope, group, in_range), query, vector, group.top_k)
+        hits = _unique(hits)
+        if len(hits) < self.params.narrow_min_hits:
+            hits = _unique(hits + self._search_one(_with(scope, group), query, vector, group.top_k))
+        return sorted(hits, key=_score, reverse=True)[: group.top_k]
+
+    def _search_one(self, memory_filter: MemoryFilter, query: str, vector: np.ndarray | None, top_k: int) -> list[MemoryNode]:
+        return self._store.search(memory_filter, query=query, vector=vector, mode=self.params.search_mode, top_k=top_k)
+
+
+def _with(scope: MemoryFilter, group: _Group, time_range: TimeRange | None = None) -> MemoryFilter:
+    return MemoryFilter(
+        user_name=scope.user_name,
+        target_name=scope.target_name,
+        workspace=scope.workspace,
+        memory_types=group.memory_types,
+        status=group.status,
+        time_range=time_range,
+    )
+
+
+def _score(node: MemoryNode) -> float:
+    return node.score if node.score is not None else float("-inf")
+
+
+def _unique(nodes: Sequence[MemoryNode]) -> list[MemoryNode]:
+    """One node per memory_id, keeping its best score, in first-seen order."""
+    best: dict[str, MemoryNode] = {}
+    for node in nodes:
+        seen = best.get(node.memory_id)
+        if seen is None or _score(node) > _score(seen):
+            best[node.memory_id] = node
+    return list(best.values())

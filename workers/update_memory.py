@@ -1,0 +1,154 @@
+"""Memory management: add the user's own memories, delete some, or delete them all."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, ClassVar, Literal
+from zoneinfo import ZoneInfo
+
+from pydantic import Field, field_validator
+
+from memoryscope.context import MemoryContext
+from memoryscope.env import Env
+from memoryscope.memory import MemoryNode, MemoryType
+from memoryscope.stores.base import MemoryFilter, MemoryStore
+from memoryscope.worker import Worker, WorkerParams, register_worker
+
+__all__ = ["UpdateMemoryWorker"]
+
+# MemoryScope 0.1 method names → ours.
+_ALIASES = {"from_query": "add", "delete_memory": "delete", "modify_action_status": "delete"}
+_CONSOLIDATION = (
+    "is MemoryScope 0.1's consolidation writer; here it is its own worker: use `class: store_memory`"
+)
+_MESSAGES = {
+    "en": {
+        "add": "added {count} memories",
+        "delete": "deleted {count} memories",
+        "unknown": "; no memory of yours has the id {ids}",
+        "delete_all": "deleted all {count} memories",
+        "nothing": "nothing to add: give the memory text",
+        "no_ids": "nothing deleted: give the ids of the memories to delete (list_memory shows them)",
+    },
+    "zh": {
+        "add": "添加了 {count} 条记忆",
+        "delete": "删除了 {count} 条记忆",
+        "unknown": "；你的记忆中没有编号 {ids}",
+        "delete_all": "删除了全部 {count} 条记忆",
+        "nothing": "没有可添加的内容：请给出记忆文本",
+        "no_ids": "未删除任何记忆：请给出要删除的记忆编号（list_memory 可查看）",
+    },
+}
+
+
+@register_worker("update_memory")
+class UpdateMemoryWorker(Worker):
+    """Change the user's memories directly, by `method`:
+
+    - `add`: each of `new_memories` (or else the query, as in MemoryScope 0.1) becomes an
+      `obs_customized` memory said at `query_time` (default: now).
+    - `delete`: the memories with the ids in `memory_ids`, if they are this user's (same user,
+      target and workspace); other ids are reported as unknown and never touched.
+    - `delete_all`: every memory of this user, target and workspace.
+
+    `result` says what was done; `details` has the ids (`added`, `deleted`, `unknown_ids`) or the
+    count (`deleted_count`).
+    """
+
+    reads: ClassVar[tuple[str, ...]] = ("query", "query_time", "new_memories", "memory_ids")
+    writes: ClassVar[tuple[str, ...]] = ("result", "details")
+
+    class Params(WorkerParams):
+        method: Literal["add", "delete", "delete_all"] = Field(
+            ...,
+            description="`add`, `delete` or `delete_all`; MemoryScope 0.1's `from_query` (add), "
+            "`delete_memory` and `modify_action_status` (delete) are accepted too.",
+        )
+        memory_key: Any = Field(
+            None, description="MemoryScope 0.1's `from_memory_key` input; not used here (see `store_memory`)."
+        )
+
+        @field_validator("method", mode="before")
+        @classmethod
+        def _read_legacy(cls, value: Any) -> Any:
+            if value == "from_memory_key":
+                raise ValueError(f"method 'from_memory_key' {_CONSOLIDATION}")
+            return _ALIASES.get(value, value) if isinstance(value, str) else value
+
+        @field_validator("memory_key")
+        @classmethod
+        def _no_memory_key(cls, value: Any) -> Any:
+            if value is not None:
+                raise ValueError(f"`memory_key` only serves method 'from_memory_key', which {_CONSOLIDATION}")
+            return value
+
+    params: Params
+
+    def bind(self, env: Env) -> None:
+        self._store: MemoryStore = env.require_store(f"worker.{self.name}")
+        self._zone: ZoneInfo = env.settings.tzinfo
+        self._messages = _MESSAGES[env.settings.language]
+
+    def run(self, ctx: MemoryContext) -> None:
+        if self.params.method == "add":
+            self._add(ctx)
+        elif self.params.method == "delete":
+            self._delete(ctx)
+        else:
+            count = self._store.delete_by_filter(_scope(ctx))
+            ctx.details["deleted_count"] = count
+            ctx.result = self._messages["delete_all"].format(count=count)
+
+    def _add(self, ctx: MemoryContext) -> None:
+        texts = [text.strip() for text in ctx.new_memories] or [ctx.query.strip()]
+        said_at = self._aware(ctx.query_time)
+        nodes = [
+            MemoryNode(
+                user_name=ctx.user_name,
+                target_name=ctx.target_name,
+                workspace=ctx.workspace,
+                memory_type=MemoryType.OBS_CUSTOMIZED,
+                content=text,
+                message_time=said_at,
+            )
+            for text in texts
+            if text
+        ]
+        if not nodes:
+            ctx.details["added"] = []
+            ctx.result = self._messages["nothing"]
+            return
+        self._store.upsert(nodes)
+        ctx.details["added"] = [node.memory_id for node in nodes]
+        ctx.result = self._messages["add"].format(count=len(nodes))
+
+    def _delete(self, ctx: MemoryContext) -> None:
+        asked = list(dict.fromkeys(memory_id.strip() for memory_id in ctx.memory_ids if memory_id.strip()))
+        if not asked:
+            ctx.details["deleted"] = []
+            ctx.details["unknown_ids"] = []
+            ctx.result = self._messages["no_ids"]
+            return
+        owned = [
+            node.memory_id
+            for node in self._store.get(asked)
+            if (node.user_name, node.target_name, node.workspace) == (ctx.user_name, ctx.target_name, ctx.workspace)
+        ]
+        mine = set(owned)
+        unknown = [memory_id for memory_id in asked if memory_id not in mine]
+        count = self._store.delete(owned) if owned else 0
+        ctx.details["deleted"] = owned
+        ctx.details["unknown_ids"] = unknown
+        result = self._messages["delete"].format(count=count)
+        if unknown:
+            result += self._messages["unknown"].format(ids=", ".join(unknown))
+        ctx.result = result
+
+    def _aware(self, moment: datetime | None) -> datetime:
+        if moment is None:
+            return datetime.now(self._zone)
+        return moment.replace(tzinfo=self._zone) if moment.tzinfo is None else moment
+
+
+def _scope(ctx: MemoryContext) -> MemoryFilter:
+    return MemoryFilter(user_name=ctx.user_name, target_name=ctx.target_name, workspace=ctx.workspace)
