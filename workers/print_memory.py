@@ -14,8 +14,13 @@ __all__ = ["PrintMemoryWorker"]
 
 _EXPIRED = "expired"
 # Groups in the order they are shown: what was concluded first, raw conversation and expired last.
-_GROUPS = (MemoryType.INSIGHT.value, MemoryType.OBS_CUSTOMIZED.value, MemoryType.OBSERVATION.value,
-           MemoryType.CONVERSATION.value, _EXPIRED)
+_GROUPS = (
+    MemoryType.INSIGHT.value,
+    MemoryType.OBS_CUSTOMIZED.value,
+    MemoryType.OBSERVATION.value,
+    MemoryType.CONVERSATION.value,
+    _EXPIRED,
+)
 _HEADERS = {
     "en": {
         MemoryType.INSIGHT.value: "insight memory",

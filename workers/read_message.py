@@ -17,7 +17,7 @@ __all__ = ["ReadMessageWorker", "message_memory_id"]
 
 # Fixed, so a message gets the same memory id in every process and every run.
 _NAMESPACE = uuid.UUID("6d656d6f-7279-5363-6f70-652d6d736773")
-_RESULT = {"en": "stored {new} new messages ({known} already stored)", "zh": "保存了 {new} 条新消息（{known} 条已保存过）"}
+_RESULT = {"en": "stored {new} new {messages} ({known} already stored)", "zh": "保存了 {new} 条新消息（{known} 条已保存过）"}
 
 
 def message_memory_id(ctx: MemoryContext, message: Message) -> str:
@@ -66,7 +66,9 @@ class ReadMessageWorker(Worker):
             self._store.upsert(new)
         ctx.details["stored_messages"] = len(new)
         ctx.details["stored_message_ids"] = [node.memory_id for node in new]
-        ctx.result = _RESULT[self._language].format(new=len(new), known=len(known))
+        ctx.result = _RESULT[self._language].format(
+            new=len(new), known=len(known), messages="message" if len(new) == 1 else "messages"
+        )
 
     def _node(self, ctx: MemoryContext, message: Message) -> MemoryNode:
         speaker = message.name or (ctx.user_name if message.role == "user" else message.role)

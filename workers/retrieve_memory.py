@@ -1,4 +1,4 @@
-"""Fetch the candidate memories for a query: a few scoped searches, one query embedding."""
+"""Fetch the candidate memories for a query: one scoped search, one query embedding."""
 
 from __future__ import annotations
 
@@ -24,21 +24,44 @@ _KNOWLEDGE = (MemoryType.OBSERVATION, MemoryType.OBS_CUSTOMIZED, MemoryType.INSI
 
 @dataclass(frozen=True)
 class _Group:
-    """One search: which memory types, in which status, how many."""
+    """One kind of memory to fetch: which types, in which status, at most how many."""
 
     memory_types: tuple[MemoryType, ...]
     status: MemoryStatus
     top_k: int
 
 
+@dataclass(frozen=True)
+class _Search:
+    """One store search covering several groups of one status; its hits are then capped per group."""
+
+    groups: tuple[_Group, ...]
+
+    @property
+    def memory_types(self) -> tuple[MemoryType, ...]:
+        return tuple(memory_type for group in self.groups for memory_type in group.memory_types)
+
+    @property
+    def status(self) -> MemoryStatus:
+        return self.groups[0].status
+
+    @property
+    def top_k(self) -> int:
+        return sum(group.top_k for group in self.groups)
+
+
 @register_worker("retrieve_memory")
 class RetrieveMemoryWorker(Worker):
-    """Search the user's memories for `query`, a separate top-k per kind of memory.
+    """Search the user's memories for `query`, keeping at most a top-k per kind of memory.
 
-    Observations (with the user's own `obs_customized`), insights, conversation messages and,
-    when asked, expired memories are searched separately, so one kind cannot crowd out another.
-    The query is embedded once (or `query_vector` is used) and every search reuses the vector.
-    With an empty query the newest memories of each kind are listed instead.
+    Kinds: observations (with the user's own `obs_customized`), insights, conversation messages
+    and, when asked, expired memories. The valid kinds are fetched by ONE store search for the
+    sum of their top-ks, then each kind is cut at its own top-k: retrieval is on the user's
+    path, and one search costs about a third of three (a kind that ranks low may so get fewer
+    than its top-k: relevance first). Scores of one search are comparable across kinds. Expired
+    memories (for listing and deleting) take a second search. The query is embedded once with
+    the store's model (or `query_vector` is used). With an empty query the newest memories of
+    each kind are listed instead.
 
     Every call is scoped to the context's `user_name` + `target_name` + `workspace`.
     `retrieved` (and `memories`, so a listing workflow such as `set_query,retrieve_top_memory,
@@ -107,13 +130,16 @@ class RetrieveMemoryWorker(Worker):
                 # Without an accessor the store embeds the query itself, once per search.
                 self._embedder = found if isinstance(found, EmbeddingModel) else None
         p = self.params
-        candidates = (
+        valid = (
             _Group((MemoryType.OBSERVATION, MemoryType.OBS_CUSTOMIZED), MemoryStatus.VALID, p.retrieve_obs_top_k),
             _Group((MemoryType.INSIGHT,), MemoryStatus.VALID, p.retrieve_ins_top_k),
             _Group((MemoryType.CONVERSATION,), MemoryStatus.VALID, p.retrieve_conversation_top_k),
-            _Group(_KNOWLEDGE, MemoryStatus.EXPIRED, p.retrieve_expired_top_k),
         )
-        self._groups = tuple(group for group in candidates if group.top_k > 0)
+        expired = _Group(_KNOWLEDGE, MemoryStatus.EXPIRED, p.retrieve_expired_top_k)
+        self._groups = tuple(group for group in (*valid, expired) if group.top_k > 0)
+        # One search for all valid kinds (the latency-critical one), one more for expired memories.
+        searches = (_Search(tuple(group for group in valid if group.top_k > 0)), _Search((expired,)))
+        self._searches = tuple(search for search in searches if search.top_k > 0)
 
     def run(self, ctx: MemoryContext) -> None:
         scope = MemoryFilter(user_name=ctx.user_name, target_name=ctx.target_name, workspace=ctx.workspace)
@@ -123,8 +149,10 @@ class RetrieveMemoryWorker(Worker):
         else:
             vector = self._query_vector(ctx)
             narrow = ctx.time_range if self.params.time_filter == "narrow" else None
-            found = [node for group in self._groups for node in self._search(scope, group, ctx.query, vector, narrow)]
-            nodes = sorted(_unique(found), key=_score, reverse=True)
+            found = []
+            for search in self._searches:
+                found += _capped(self._search(scope, search, ctx.query, vector, narrow), search.groups)
+            nodes = sorted(found, key=_score, reverse=True)
         ctx.retrieved = tuple(nodes)
         ctx.memories = ctx.retrieved
 
@@ -136,36 +164,52 @@ class RetrieveMemoryWorker(Worker):
         return None if self._embedder is None else self._embedder.embed_query(ctx.query)
 
     def _list(self, scope: MemoryFilter, group: _Group) -> list[MemoryNode]:
-        memory_filter = _with(scope, group)
+        memory_filter = _filter(scope, group.memory_types, group.status)
         return self._store.scan(memory_filter, limit=group.top_k, newest_first=True)
 
     def _search(
-        self, scope: MemoryFilter, group: _Group, query: str, vector: np.ndarray | None, narrow: TimeRange | None
+        self, scope: MemoryFilter, search: _Search, query: str, vector: np.ndarray | None, narrow: TimeRange | None
     ) -> list[MemoryNode]:
+        everywhere = _filter(scope, search.memory_types, search.status)
         if narrow is None or (narrow.start is None and narrow.end is None):
-            return self._search_one(_with(scope, group), query, vector, group.top_k)
+            return self._search_one(everywhere, query, vector, search.top_k)
         hits: list[MemoryNode] = []
         for time_field in ("event_time", "message_time"):
             in_range = TimeRange(field=time_field, start=narrow.start, end=narrow.end)
-            hits += self._search_one(_with(scope, group, in_range), query, vector, group.top_k)
+            hits += self._search_one(_filter(scope, search.memory_types, search.status, in_range), query, vector, search.top_k)
         hits = _unique(hits)
         if len(hits) < self.params.narrow_min_hits:
-            hits = _unique(hits + self._search_one(_with(scope, group), query, vector, group.top_k))
-        return sorted(hits, key=_score, reverse=True)[: group.top_k]
+            hits = _unique(hits + self._search_one(everywhere, query, vector, search.top_k))
+        return sorted(hits, key=_score, reverse=True)
 
     def _search_one(self, memory_filter: MemoryFilter, query: str, vector: np.ndarray | None, top_k: int) -> list[MemoryNode]:
         return self._store.search(memory_filter, query=query, vector=vector, mode=self.params.search_mode, top_k=top_k)
 
 
-def _with(scope: MemoryFilter, group: _Group, time_range: TimeRange | None = None) -> MemoryFilter:
+def _filter(
+    scope: MemoryFilter, memory_types: tuple[MemoryType, ...], status: MemoryStatus, time_range: TimeRange | None = None
+) -> MemoryFilter:
     return MemoryFilter(
         user_name=scope.user_name,
         target_name=scope.target_name,
         workspace=scope.workspace,
-        memory_types=group.memory_types,
-        status=group.status,
+        memory_types=memory_types,
+        status=status,
         time_range=time_range,
     )
+
+
+def _capped(hits: Sequence[MemoryNode], groups: Sequence[_Group]) -> list[MemoryNode]:
+    """`hits` (best first) with at most each group's `top_k` of its kind."""
+    group_of = {memory_type: index for index, group in enumerate(groups) for memory_type in group.memory_types}
+    taken = [0] * len(groups)
+    kept: list[MemoryNode] = []
+    for node in hits:
+        index = group_of.get(node.memory_type)
+        if index is not None and taken[index] < groups[index].top_k:
+            taken[index] += 1
+            kept.append(node)
+    return kept
 
 
 def _score(node: MemoryNode) -> float:

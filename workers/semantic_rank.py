@@ -10,7 +10,6 @@ from pydantic import Field
 from memoryscope.context import MemoryContext
 from memoryscope.env import Env
 from memoryscope.errors import ModelError
-from memoryscope.memory import MemoryNode
 from memoryscope.models.base import RankModel
 from memoryscope.worker import Worker, WorkerParams, register_worker
 

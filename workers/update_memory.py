@@ -18,15 +18,13 @@ __all__ = ["UpdateMemoryWorker"]
 
 # MemoryScope 0.1 method names → ours.
 _ALIASES = {"from_query": "add", "delete_memory": "delete", "modify_action_status": "delete"}
-_CONSOLIDATION = (
-    "is MemoryScope 0.1's consolidation writer; here it is its own worker: use `class: store_memory`"
-)
+_CONSOLIDATION = "is MemoryScope 0.1's consolidation writer; here it is its own worker: use `class: store_memory`"
 _MESSAGES = {
     "en": {
-        "add": "added {count} memories",
-        "delete": "deleted {count} memories",
+        "add": "added {count} {memories}",
+        "delete": "deleted {count} {memories}",
         "unknown": "; no memory of yours has the id {ids}",
-        "delete_all": "deleted all {count} memories",
+        "delete_all": "deleted all {count} {memories}",
         "nothing": "nothing to add: give the memory text",
         "no_ids": "nothing deleted: give the ids of the memories to delete (list_memory shows them)",
     },
@@ -97,7 +95,7 @@ class UpdateMemoryWorker(Worker):
         else:
             count = self._store.delete_by_filter(_scope(ctx))
             ctx.details["deleted_count"] = count
-            ctx.result = self._messages["delete_all"].format(count=count)
+            ctx.result = self._messages["delete_all"].format(count=count, memories=_memories(count))
 
     def _add(self, ctx: MemoryContext) -> None:
         texts = [text.strip() for text in ctx.new_memories] or [ctx.query.strip()]
@@ -120,7 +118,7 @@ class UpdateMemoryWorker(Worker):
             return
         self._store.upsert(nodes)
         ctx.details["added"] = [node.memory_id for node in nodes]
-        ctx.result = self._messages["add"].format(count=len(nodes))
+        ctx.result = self._messages["add"].format(count=len(nodes), memories=_memories(len(nodes)))
 
     def _delete(self, ctx: MemoryContext) -> None:
         asked = list(dict.fromkeys(memory_id.strip() for memory_id in ctx.memory_ids if memory_id.strip()))
@@ -139,7 +137,7 @@ class UpdateMemoryWorker(Worker):
         count = self._store.delete(owned) if owned else 0
         ctx.details["deleted"] = owned
         ctx.details["unknown_ids"] = unknown
-        result = self._messages["delete"].format(count=count)
+        result = self._messages["delete"].format(count=count, memories=_memories(count))
         if unknown:
             result += self._messages["unknown"].format(ids=", ".join(unknown))
         ctx.result = result
@@ -152,3 +150,8 @@ class UpdateMemoryWorker(Worker):
 
 def _scope(ctx: MemoryContext) -> MemoryFilter:
     return MemoryFilter(user_name=ctx.user_name, target_name=ctx.target_name, workspace=ctx.workspace)
+
+
+def _memories(count: int) -> str:
+    """The English noun for `count` memories (the Chinese templates need none)."""
+    return "memory" if count == 1 else "memories"

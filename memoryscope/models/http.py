@@ -42,7 +42,7 @@ __all__ = [
     "is_retryable_status",
     "parse_retry_after",
     "snippet",
-    "require_field",
+    "reported_tokens",
 ]
 
 logger = logging.getLogger(__name__)
@@ -58,12 +58,14 @@ class RemoteParams(ModelParams):
 
     api_base: str = Field(..., description="Base URL of the API, e.g. `https://api.siliconflow.cn/v1`.")
     api_key_env: str | None = Field(
-        None, description="Name of the environment variable holding the API key; None sends no key."
+        default=None, description="Name of the environment variable holding the API key; None sends no key."
     )
-    timeout: float = Field(60.0, gt=0, description="Seconds to wait for one request before giving up on it.")
-    max_retries: int = Field(3, ge=0, description="Retries after the first attempt, on 429/5xx/connection errors/timeouts.")
-    retry_backoff_s: float = Field(0.5, ge=0, description="Wait before the first retry; doubled for each further retry.")
-    retry_max_wait_s: float = Field(20.0, ge=0, description="Longest wait between attempts, `Retry-After` included.")
+    timeout: float = Field(default=60.0, gt=0, description="Seconds to wait for one request before giving up on it.")
+    max_retries: int = Field(
+        default=3, ge=0, description="Retries after the first attempt, on 429/5xx/connection errors/timeouts."
+    )
+    retry_backoff_s: float = Field(default=0.5, ge=0, description="Wait before the first retry; doubled for each further retry.")
+    retry_max_wait_s: float = Field(default=20.0, ge=0, description="Longest wait between attempts, `Retry-After` included.")
 
     def retry_policy(self) -> RetryPolicy:
         return RetryPolicy(self.max_retries, self.retry_backoff_s, self.retry_max_wait_s)
@@ -161,6 +163,18 @@ class RemoteCaller:
         # a server may echo the key back in an error body ("invalid key sk-...")
         return text.replace(self._api_key, "***") if self._api_key else text
 
+    def expect(self, payload: Any, path: str, expected: type | tuple[type, ...]) -> Any:
+        """`payload[a][b]` for `path` "a.b", or a ModelError saying which field was expected."""
+        value = payload
+        for part in path.split("."):
+            if not isinstance(value, dict) or part not in value:
+                raise self.error(f"malformed response: expected field {path!r}, got: {snippet(json.dumps(payload))}")
+            value = value[part]
+        if not isinstance(value, expected):
+            names = " or ".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
+            raise self.error(f"malformed response: expected {path!r} to be {names}, got {type(value).__name__}")
+        return value
+
     def call(self, attempt: Callable[[], T]) -> T:
         """`attempt()`, retried while it raises a retryable AttemptFailed."""
         for retry_number in range(self.policy.max_retries + 1):
@@ -209,17 +223,15 @@ def decode_json_response(status: int, body: bytes, retry_after: str | None) -> A
         raise AttemptFailed(f"expected a JSON body, got: {snippet(text) or '(empty body)'}", retryable=False) from None
 
 
-def require_field(caller: RemoteCaller, payload: Any, path: str, expected: type | tuple[type, ...]) -> Any:
-    """`payload[a][b]` for `path` "a.b", or a ModelError saying which field was expected."""
-    value = payload
-    for part in path.split("."):
-        if not isinstance(value, dict) or part not in value:
-            raise caller.error(f"malformed response: expected field {path!r}, got: {snippet(json.dumps(payload))}")
-        value = value[part]
-    if not isinstance(value, expected):
-        names = " or ".join(t.__name__ for t in (expected if isinstance(expected, tuple) else (expected,)))
-        raise caller.error(f"malformed response: expected {path!r} to be {names}, got {type(value).__name__}")
-    return value
+def reported_tokens(payload: Any) -> int | None:
+    """Input tokens a reply says it used (`usage.prompt_tokens`, else `usage.total_tokens`), if any."""
+    usage = payload.get("usage") if isinstance(payload, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    for name in ("prompt_tokens", "total_tokens", "input_tokens"):
+        if isinstance(usage.get(name), int):
+            return int(usage[name])
+    return None
 
 
 class JsonHttpClient(RemoteCaller):

@@ -157,8 +157,10 @@ def rerank_answer(body: dict[str, Any], report_usage: bool) -> Answer:
 
 def dashscope_rerank_answer(body: dict[str, Any]) -> Answer:
     """DashScope's text-rerank: `{"input": {query, documents}, "parameters": {...}}` → `output.results`."""
-    source = body.get("input") if isinstance(body.get("input"), dict) else {}
-    options = body.get("parameters") if isinstance(body.get("parameters"), dict) else {}
+    source = body.get("input")
+    source = source if isinstance(source, dict) else {}
+    options = body.get("parameters")
+    options = options if isinstance(options, dict) else {}
     ranked = _ranked(source.get("query"), source.get("documents"), options.get("top_n"), bool(options.get("return_documents")))
     if ranked is None:
         return Answer(400, {"code": "InvalidParameter", "message": "expected input.query and input.documents"})

@@ -283,7 +283,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     @property
     def fake(self) -> FakeOpenAIServer:
-        return self.server.fake  # type: ignore[attr-defined, no-any-return]  # set in FakeOpenAIServer.start
+        return self.server.fake  # type: ignore[attr-defined]  # set in FakeOpenAIServer.start
 
     def log_message(self, format: str, *args: Any) -> None:
         """Silent: tests read `server.requests` instead of stderr."""

@@ -1,0 +1,238 @@
+"""Request bodies of the Elasticsearch store, as pure functions (Elasticsearch 8.x REST API).
+
+Kept apart from the store so tests can pin every body the store sends. Nothing here talks to
+a server or imports `elasticsearch`. Field names are the `MemoryNode` field names, plus `vector`.
+
+Time fields: `created_at` and `updated_at` are `date_nanos` so that ordering and paging by
+creation time keep the microseconds Python gives them (a `date` field keeps milliseconds, which
+would tie memories written in the same millisecond). `date_nanos` cannot hold times before 1970,
+which the times a memory was written never are; `event_time` (which can be a birthday in 1950),
+`message_time` and `last_accessed_at` are plain `date` fields, exact to the millisecond in range
+filters. `_source` keeps every value exactly as written either way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from memoryscope.errors import StoreError
+from memoryscope.memory import MemoryNode
+from memoryscope.stores.base import MemoryFilter
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "VECTOR_FIELD",
+    "MAX_RESULT_WINDOW",
+    "MAX_NUM_CANDIDATES",
+    "index_body",
+    "filter_clauses",
+    "filter_query",
+    "knn_search_body",
+    "match_search_body",
+    "scan_body",
+    "count_body",
+    "delete_by_query_body",
+    "update_body",
+    "bulk_index_lines",
+    "bulk_delete_lines",
+    "node_to_document",
+    "document_to_node",
+]
+
+SCHEMA_VERSION = 1
+VECTOR_FIELD = "vector"
+MAX_RESULT_WINDOW = 10_000  # the index.max_result_window default: `from + size` may not exceed it
+MAX_NUM_CANDIDATES = 10_000  # the knn option's upper bound for num_candidates
+
+KEYWORD_FIELDS = (
+    "memory_id",
+    "user_name",
+    "target_name",
+    "workspace",
+    "memory_type",
+    "status",
+    "superseded_by",
+    "key",
+    "source_message_ids",
+)
+NANOSECOND_DATE_FIELDS = ("created_at", "updated_at")
+DATE_FIELDS = ("event_time", "message_time", "last_accessed_at")
+KEYWORD_SEARCH_FIELDS = ("content", "key.text")
+TIME_RANGE_FIELDS = ("event_time", "message_time", "created_at", "updated_at")
+_NO_VECTOR = {"excludes": [VECTOR_FIELD]}
+
+
+def index_body(*, embedding_model: str, dimension: int, analyzer: str) -> dict[str, Any]:
+    """The `PUT /<index>` body: an explicit, strict mapping and the `_meta` that names the model."""
+    properties: dict[str, Any] = {name: {"type": "keyword"} for name in KEYWORD_FIELDS}
+    # `key` (observation keywords, insight attribute) is matched by keyword search too, as in SQLite
+    properties["key"] = {"type": "keyword", "fields": {"text": {"type": "text", "analyzer": analyzer}}}
+    properties.update(
+        {
+            "content": {"type": "text", "analyzer": analyzer},
+            "value": {"type": "text", "analyzer": analyzer},
+            "reflected": {"type": "boolean"},
+            "updated": {"type": "boolean"},
+            "access_count": {"type": "integer"},
+            **{name: {"type": "date_nanos"} for name in NANOSECOND_DATE_FIELDS},
+            **{name: {"type": "date"} for name in DATE_FIELDS},
+            "meta": {"type": "object", "enabled": False},  # kept in _source, never indexed
+            # float HNSW, not the int8 quantisation 8.14+ picks by default: scores stay exact cosines
+            VECTOR_FIELD: {
+                "type": "dense_vector",
+                "dims": dimension,
+                "index": True,
+                "similarity": "cosine",
+                "index_options": {"type": "hnsw"},
+            },
+        }
+    )
+    meta = {"embedding_model": embedding_model, "dimension": dimension, "schema_version": SCHEMA_VERSION}
+    # strict: a document with a field the mapping does not know is rejected, not silently mapped
+    return {"mappings": {"dynamic": "strict", "_meta": meta, "properties": properties}}
+
+
+def _time(value: datetime) -> str:
+    if value.tzinfo is None:
+        raise StoreError(f"time range bounds must be timezone-aware, got naive {value!r}")
+    return value.isoformat()
+
+
+def filter_clauses(memory_filter: MemoryFilter) -> list[dict[str, Any]]:
+    """Filter clauses for a bool query; the first is always the user's term."""
+    clauses: list[dict[str, Any]] = [{"term": {"user_name": memory_filter.user_name}}]
+    if memory_filter.target_name is not None:
+        clauses.append({"term": {"target_name": memory_filter.target_name}})
+    if memory_filter.workspace is not None:
+        clauses.append({"term": {"workspace": memory_filter.workspace}})
+    if memory_filter.memory_types is not None:
+        clauses.append({"terms": {"memory_type": [kind.value for kind in memory_filter.memory_types]}})
+    if memory_filter.status is not None:
+        clauses.append({"term": {"status": memory_filter.status.value}})
+    if memory_filter.reflected is not None:
+        clauses.append({"term": {"reflected": memory_filter.reflected}})
+    if memory_filter.updated is not None:
+        clauses.append({"term": {"updated": memory_filter.updated}})
+    if memory_filter.memory_ids is not None:
+        clauses.append({"terms": {"memory_id": list(memory_filter.memory_ids)}})
+    time_range = memory_filter.time_range
+    if time_range is not None:
+        if time_range.field not in TIME_RANGE_FIELDS:
+            raise StoreError(f"cannot filter on time field {time_range.field!r}; known: {', '.join(TIME_RANGE_FIELDS)}")
+        bounds: dict[str, str] = {}
+        if time_range.start is not None:
+            bounds["gte"] = _time(time_range.start)
+        if time_range.end is not None:
+            bounds["lt"] = _time(time_range.end)
+        # open at both ends: any node that has this time (as in SQLite, a missing time never matches)
+        clauses.append({"range": {time_range.field: bounds}} if bounds else {"exists": {"field": time_range.field}})
+    return clauses
+
+
+def filter_query(memory_filter: MemoryFilter) -> dict[str, Any]:
+    """A query matching exactly the memories the filter allows (no scoring)."""
+    return {"bool": {"filter": filter_clauses(memory_filter)}}
+
+
+def knn_search_body(memory_filter: MemoryFilter, vector: Sequence[float], *, top_k: int, num_candidates: int) -> dict[str, Any]:
+    """Approximate kNN (the `knn` search option), pre-filtered so only the user's memories compete."""
+    candidates = min(max(num_candidates, top_k), MAX_NUM_CANDIDATES)
+    return {
+        "knn": {
+            "field": VECTOR_FIELD,
+            "query_vector": [float(value) for value in vector],
+            "k": top_k,
+            "num_candidates": candidates,
+            "filter": filter_query(memory_filter),
+        },
+        "size": top_k,
+        "_source": _NO_VECTOR,
+    }
+
+
+def match_search_body(memory_filter: MemoryFilter, query: str, *, top_k: int) -> dict[str, Any]:
+    """BM25 over `content` and `key` (scores of both added), restricted by the same filter."""
+    match = {"multi_match": {"query": query, "fields": list(KEYWORD_SEARCH_FIELDS), "type": "most_fields"}}
+    return {
+        "query": {"bool": {"must": [match], "filter": filter_clauses(memory_filter)}},
+        "size": top_k,
+        "_source": _NO_VECTOR,
+    }
+
+
+def scan_body(
+    memory_filter: MemoryFilter,
+    *,
+    size: int,
+    offset: int = 0,
+    newest_first: bool = True,
+    search_after: Sequence[Any] | None = None,
+    with_source: bool = True,
+) -> dict[str, Any]:
+    """One page ordered by `created_at`, then `memory_id` (unique, so pages never overlap).
+
+    `from + size` may not pass 10,000 (`index.max_result_window`); deeper pages continue with
+    `search_after` (the previous page's last `sort` values) and `offset` 0.
+    """
+    order = "desc" if newest_first else "asc"
+    body: dict[str, Any] = {
+        "query": filter_query(memory_filter),
+        "sort": [{"created_at": {"order": order}}, {"memory_id": {"order": order}}],
+        "size": size,
+        "track_total_hits": False,
+        "_source": _NO_VECTOR if with_source else False,
+    }
+    if offset:
+        body["from"] = offset
+    if search_after is not None:
+        body["search_after"] = list(search_after)
+    return body
+
+
+def count_body(memory_filter: MemoryFilter) -> dict[str, Any]:
+    return {"query": filter_query(memory_filter)}
+
+
+def delete_by_query_body(memory_filter: MemoryFilter) -> dict[str, Any]:
+    return {"query": filter_query(memory_filter)}
+
+
+def update_body(changed: Mapping[str, Any]) -> dict[str, Any]:
+    """A partial-document update: only the changed fields (already serialised) are sent."""
+    return {"doc": dict(changed)}
+
+
+def node_to_document(node: MemoryNode, vector: Sequence[float] | None = None) -> dict[str, Any]:
+    """The `_source` of a node: its fields (times as ISO 8601 with zone), plus `vector` when given."""
+    document = node.to_dict()
+    document.pop("score", None)  # a search result, not a stored field
+    try:
+        json.dumps(document["meta"])
+    except (TypeError, ValueError) as error:
+        raise StoreError(f"memory {node.memory_id!r}: meta must be JSON-serialisable: {error}") from None
+    if vector is not None:
+        document[VECTOR_FIELD] = [float(value) for value in vector]
+    return document
+
+
+def document_to_node(source: Mapping[str, Any], score: float | None = None) -> MemoryNode:
+    fields = dict(source)
+    fields.pop(VECTOR_FIELD, None)
+    fields["score"] = score
+    return MemoryNode.from_dict(fields)
+
+
+def bulk_index_lines(documents: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """`_bulk` NDJSON lines: an `index` action (create or replace, `_id` = memory_id) per document."""
+    lines: list[dict[str, Any]] = []
+    for document in documents:
+        lines.append({"index": {"_id": document["memory_id"]}})
+        lines.append(dict(document))
+    return lines
+
+
+def bulk_delete_lines(memory_ids: Sequence[str]) -> list[dict[str, Any]]:
+    return [{"delete": {"_id": memory_id}} for memory_id in memory_ids]

@@ -1,0 +1,264 @@
+"""Per-user in-memory matrices for dense search in `sqlite_memory_store`.
+
+A search must not do per-row Python work, so each user's vectors sit in one float32 matrix
+beside numpy columns of the fields filters look at; a filter becomes a boolean mask and the
+search one matrix-vector product. Matrices are per user, so a small user in a huge store costs
+what it would alone.
+
+A matrix remembers the change-log position (`seq`) it reflects. Before a search, one indexed
+lookup tells whether the user changed since (in this process or another); if so the matrix
+replays just the changed rows, or reloads when the log was pruned past it or too much changed.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from memoryscope.errors import StoreError
+from memoryscope.memory import MemoryStatus, MemoryType
+from memoryscope.stores._sqlite_schema import TIME_FIELDS, time_bounds
+from memoryscope.stores.base import MemoryFilter
+
+__all__ = ["MatrixCache", "UserMatrix"]
+
+_TYPE_CODES = {kind.value: code for code, kind in enumerate(MemoryType)}
+_STATUS_CODES = {status.value: code for code, status in enumerate(MemoryStatus)}
+
+# the order of the cached columns in every row this module reads
+_MATRIX_SELECT = """
+SELECT m.row_id, m.target_name, m.workspace, m.memory_type, m.status,
+       m.event_time, m.message_time, m.created_at, m.updated_at, m.reflected, m.updated, v.vector
+FROM memories AS m JOIN memory_vectors AS v ON v.row_id = m.row_id
+"""
+_TIME_OFFSET = 5  # event_time is column 5; TIME_FIELDS follow in that order
+_STALENESS_SQL = """
+SELECT (SELECT max(seq) FROM memory_changes WHERE user_name = ?),
+       (SELECT CAST(value AS INTEGER) FROM store_meta WHERE key = 'changes_pruned_through')
+"""
+_HEAD_SQL = "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memory_changes'), 0)"
+_PRUNED_SQL = "SELECT CAST(value AS INTEGER) FROM store_meta WHERE key = 'changes_pruned_through'"
+
+
+class UserMatrix:
+    """One user's vectors and filterable fields; rows in no particular order (deletes swap in the last)."""
+
+    row_ids: np.ndarray
+    vectors: np.ndarray
+    target: np.ndarray
+    workspace: np.ndarray
+    memory_type: np.ndarray
+    status: np.ndarray
+    times: dict[str, np.ndarray]
+    reflected: np.ndarray
+    updated: np.ndarray
+
+    def __init__(self, dimension: int) -> None:
+        self.dimension = dimension
+        self.lock = threading.Lock()  # held while refreshing or reading, so a search sees one state
+        self.seq = -1  # change-log position reflected; -1 = never loaded
+        self.size = 0
+        self._position: dict[int, int] = {}
+        self._target_codes: dict[str, int] = {}
+        self._workspace_codes: dict[str, int] = {}
+        self._allocate(0)
+
+    def _allocate(self, capacity: int) -> None:
+        self.row_ids = np.empty(capacity, dtype=np.int64)
+        self.vectors = np.empty((capacity, self.dimension), dtype=np.float32)
+        self.target = np.empty(capacity, dtype=np.int32)
+        self.workspace = np.empty(capacity, dtype=np.int32)
+        self.memory_type = np.empty(capacity, dtype=np.int8)
+        self.status = np.empty(capacity, dtype=np.int8)
+        self.times = {name: np.empty(capacity, dtype=np.float64) for name in TIME_FIELDS}
+        self.reflected = np.empty(capacity, dtype=bool)
+        self.updated = np.empty(capacity, dtype=bool)
+
+    def _arrays(self) -> list[np.ndarray]:
+        columns = [self.row_ids, self.vectors, self.target, self.workspace, self.memory_type, self.status]
+        return [*columns, *self.times.values(), self.reflected, self.updated]
+
+    def _grow(self, needed: int) -> None:
+        capacity = len(self.row_ids)
+        if needed <= capacity:
+            return
+        old = self._arrays()
+        self._allocate(max(needed, capacity * 2, 64))
+        for old_array, new_array in zip(old, self._arrays(), strict=True):
+            new_array[: self.size] = old_array[: self.size]
+
+    def load(self, rows: Sequence[Sequence[Any]], seq: int) -> None:
+        """Replace everything with `rows` (as selected by `_MATRIX_SELECT`)."""
+        self.size = 0
+        self._position.clear()
+        self._target_codes.clear()
+        self._workspace_codes.clear()
+        self._allocate(len(rows) + len(rows) // 8)
+        if rows:
+            self._write(np.arange(len(rows)), rows)
+            self.size = len(rows)
+            self._position = {row_id: position for position, row_id in enumerate(self.row_ids[: self.size].tolist())}
+        self.seq = seq
+
+    def apply(self, changed_row_ids: Sequence[int], rows: Sequence[Sequence[Any]], seq: int) -> None:
+        """Catch up with the log: `rows` are the changed rows that still belong to this user."""
+        present = {row[0] for row in rows}
+        for row_id in changed_row_ids:
+            if row_id not in present and row_id in self._position:
+                self._remove(row_id)
+        fresh = [row for row in rows if row[0] not in self._position]
+        known = [row for row in rows if row[0] in self._position]
+        if known:
+            self._write(np.array([self._position[row[0]] for row in known]), known)
+        if fresh:
+            self._grow(self.size + len(fresh))
+            positions = np.arange(self.size, self.size + len(fresh))
+            self._write(positions, fresh)
+            for position, row in zip(positions.tolist(), fresh, strict=True):
+                self._position[row[0]] = position
+            self.size += len(fresh)
+        self.seq = seq
+
+    def _remove(self, row_id: int) -> None:
+        position = self._position.pop(row_id)
+        last = self.size - 1
+        if position != last:
+            for array in self._arrays():
+                array[position] = array[last]
+            self._position[int(self.row_ids[position])] = position
+        self.size = last
+
+    def _write(self, positions: np.ndarray, rows: Sequence[Sequence[Any]]) -> None:
+        columns = list(zip(*rows, strict=True))
+        blob = b"".join(columns[11])
+        if len(blob) != len(rows) * self.dimension * 4:
+            raise StoreError(
+                f"stored vectors do not have the store's dimension {self.dimension}; "
+                "the file was written with another embedding model: run `memoryscope reembed --config ...`"
+            )
+        self.row_ids[positions] = columns[0]
+        self.vectors[positions] = np.frombuffer(blob, dtype=np.float32).reshape(len(rows), self.dimension)
+        self.target[positions] = [self._target_codes.setdefault(name, len(self._target_codes)) for name in columns[1]]
+        self.workspace[positions] = [self._workspace_codes.setdefault(name, len(self._workspace_codes)) for name in columns[2]]
+        self.memory_type[positions] = [_TYPE_CODES.get(kind, -1) for kind in columns[3]]
+        self.status[positions] = [_STATUS_CODES.get(status, -1) for status in columns[4]]
+        for offset, name in enumerate(TIME_FIELDS):
+            # None becomes NaN, which fails every comparison: NULL times never match a range
+            self.times[name][positions] = np.array(columns[_TIME_OFFSET + offset], dtype=np.float64)
+        self.reflected[positions] = columns[9]
+        self.updated[positions] = columns[10]
+
+    def mask(self, memory_filter: MemoryFilter, allowed_row_ids: Sequence[int] | None) -> np.ndarray | None:
+        """Rows the filter keeps (the user is implied), or None when it keeps them all."""
+        size = self.size
+        conditions: list[np.ndarray] = []
+        if memory_filter.target_name is not None:
+            conditions.append(self.target[:size] == self._target_codes.get(memory_filter.target_name, -1))
+        if memory_filter.workspace is not None:
+            conditions.append(self.workspace[:size] == self._workspace_codes.get(memory_filter.workspace, -1))
+        if memory_filter.memory_types is not None:
+            codes = [_TYPE_CODES[MemoryType(kind).value] for kind in memory_filter.memory_types]
+            conditions.append(np.isin(self.memory_type[:size], codes))
+        if memory_filter.status is not None:
+            conditions.append(self.status[:size] == _STATUS_CODES[MemoryStatus(memory_filter.status).value])
+        if memory_filter.time_range is not None:
+            values = self.times[memory_filter.time_range.field][:size]
+            start, end = time_bounds(memory_filter.time_range)
+            conditions.append((values >= start) & (values < end))
+        if memory_filter.reflected is not None:
+            conditions.append(self.reflected[:size] == memory_filter.reflected)
+        if memory_filter.updated is not None:
+            conditions.append(self.updated[:size] == memory_filter.updated)
+        if allowed_row_ids is not None:
+            conditions.append(np.isin(self.row_ids[:size], np.asarray(allowed_row_ids, dtype=np.int64)))
+        if not conditions:
+            return None
+        combined = conditions[0]
+        for condition in conditions[1:]:
+            combined = combined & condition
+        return combined
+
+    def nearest(self, query: np.ndarray, mask: np.ndarray | None, top_k: int) -> list[tuple[int, float]]:
+        """`(row_id, cosine)` of the `top_k` rows most like the unit vector `query`, best first."""
+        size = self.size
+        if mask is None:
+            candidates = None
+            scores = self.vectors[:size] @ query
+        else:
+            candidates = np.flatnonzero(mask)
+            # few rows pass the filter: gathering them is cheaper than scoring every row
+            few = candidates.size * 4 < size
+            scores = self.vectors[candidates] @ query if few else (self.vectors[:size] @ query)[candidates]
+        count = min(top_k, scores.size)
+        if count == 0:
+            return []
+        best = np.argpartition(-scores, count - 1)[:count] if count < scores.size else np.arange(scores.size)
+        best = best[np.argsort(-scores[best], kind="stable")]
+        positions = best if candidates is None else candidates[best]
+        return list(zip(self.row_ids[positions].tolist(), scores[best].tolist(), strict=True))
+
+
+def refresh(connection: sqlite3.Connection, matrix: UserMatrix, user_name: str) -> None:
+    """Bring `matrix` up to date with the database; the caller holds `matrix.lock`."""
+    user_last, pruned_through = connection.execute(_STALENESS_SQL, (user_name,)).fetchone()
+    if matrix.seq >= 0 and matrix.seq >= pruned_through and (user_last or 0) <= matrix.seq:
+        return  # the hot path: nothing changed for this user
+    # one read transaction, so the rows and the log position come from the same snapshot
+    connection.execute("BEGIN")
+    try:
+        head = connection.execute(_HEAD_SQL).fetchone()[0]
+        pruned_through = connection.execute(_PRUNED_SQL).fetchone()[0]
+        if matrix.seq < 0 or matrix.seq < pruned_through:
+            matrix.load(_user_rows(connection, user_name), head)
+            return
+        changed = [
+            row_id
+            for (row_id,) in connection.execute(
+                "SELECT DISTINCT row_id FROM memory_changes WHERE user_name = ? AND seq > ?", (user_name, matrix.seq)
+            )
+        ]
+        if len(changed) > max(1024, matrix.size // 4):
+            matrix.load(_user_rows(connection, user_name), head)
+            return
+        rows = connection.execute(
+            _MATRIX_SELECT + "WHERE m.user_name = ? AND m.row_id IN (SELECT j.value FROM json_each(?) AS j)",
+            (user_name, json.dumps(changed)),
+        ).fetchall()
+        matrix.apply(changed, rows, head)
+    finally:
+        connection.execute("COMMIT")
+
+
+def _user_rows(connection: sqlite3.Connection, user_name: str) -> list[Any]:
+    return connection.execute(_MATRIX_SELECT + "WHERE m.user_name = ?", (user_name,)).fetchall()
+
+
+class MatrixCache:
+    """The matrices of the most recently searched users (least recently used dropped first)."""
+
+    def __init__(self, dimension: int, max_users: int) -> None:
+        self._dimension = dimension
+        self._max_users = max_users
+        self._matrices: OrderedDict[str, UserMatrix] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def matrix(self, user_name: str) -> UserMatrix:
+        with self._lock:
+            matrix = self._matrices.get(user_name)
+            if matrix is None:
+                matrix = self._matrices[user_name] = UserMatrix(self._dimension)
+                while len(self._matrices) > self._max_users:
+                    self._matrices.popitem(last=False)
+            else:
+                self._matrices.move_to_end(user_name)
+            return matrix
+
+    def clear(self) -> None:
+        with self._lock:
+            self._matrices.clear()

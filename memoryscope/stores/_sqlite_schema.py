@@ -1,0 +1,259 @@
+"""The SQLite layout of `sqlite_memory_store`: tables, node <-> row conversion, filters as SQL.
+
+Tables
+- `memories`: one row per node. `row_id` is an explicit INTEGER PRIMARY KEY so it survives
+  VACUUM; it is the handle the other tables and the in-memory matrices use.
+- `memory_vectors`: the float32 vector of each row, apart from the node so scans stay narrow.
+- `memory_words`: FTS5 over pre-tokenized text (jieba for Chinese, via `memoryscope.text`), with
+  a `scope` column holding one token per user so a keyword search only walks that user's
+  postings, whatever the size of the store.
+- `memory_changes`: a change log filled by triggers (every insert, update and delete of a node,
+  by any connection of any process). In-memory matrices replay it to catch up incrementally.
+- `store_meta`: schema version, embedding model name and dimension, change-log pruning point.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from memoryscope.errors import StoreError
+from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
+from memoryscope.stores.base import MemoryFilter, TimeRange
+from memoryscope.text import tokenize
+
+__all__ = [
+    "NODE_COLUMNS",
+    "SCHEMA_SCRIPT",
+    "SCHEMA_VERSION",
+    "TIME_FIELDS",
+    "UPDATABLE_FIELDS",
+    "filter_sql",
+    "keyword_text",
+    "node_from_row",
+    "node_to_row",
+    "scope_token",
+    "validate_filter",
+]
+
+SCHEMA_VERSION = "1"
+
+SCHEMA_SCRIPT = """
+CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+INSERT OR IGNORE INTO store_meta (key, value) VALUES ('changes_pruned_through', '0');
+
+CREATE TABLE IF NOT EXISTS memories (
+    row_id INTEGER PRIMARY KEY,
+    memory_id TEXT NOT NULL UNIQUE,
+    user_name TEXT NOT NULL,
+    target_name TEXT NOT NULL,
+    workspace TEXT NOT NULL,
+    memory_type TEXT NOT NULL,
+    content TEXT NOT NULL,
+    "key" TEXT NOT NULL,
+    "value" TEXT NOT NULL,
+    status TEXT NOT NULL,
+    superseded_by TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    event_time REAL,
+    message_time REAL,
+    source_message_ids TEXT NOT NULL,
+    reflected INTEGER NOT NULL,
+    updated INTEGER NOT NULL,
+    access_count INTEGER NOT NULL,
+    last_accessed_at REAL,
+    meta TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memories_scope
+    ON memories (user_name, target_name, workspace, memory_type, status, created_at);
+CREATE INDEX IF NOT EXISTS memories_user_created ON memories (user_name, created_at, memory_id);
+
+CREATE TABLE IF NOT EXISTS memory_vectors (row_id INTEGER PRIMARY KEY, vector BLOB NOT NULL);
+
+CREATE VIRTUAL TABLE IF NOT EXISTS memory_words USING fts5 (scope, words);
+
+CREATE TABLE IF NOT EXISTS memory_changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_name TEXT NOT NULL,
+    row_id INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS memory_changes_user ON memory_changes (user_name, seq);
+
+CREATE TRIGGER IF NOT EXISTS memories_inserted AFTER INSERT ON memories BEGIN
+    INSERT INTO memory_changes (user_name, row_id) VALUES (new.user_name, new.row_id);
+END;
+CREATE TRIGGER IF NOT EXISTS memories_updated AFTER UPDATE ON memories BEGIN
+    INSERT INTO memory_changes (user_name, row_id) VALUES (new.user_name, new.row_id);
+    INSERT INTO memory_changes (user_name, row_id)
+        SELECT old.user_name, old.row_id WHERE old.user_name IS NOT new.user_name;
+END;
+CREATE TRIGGER IF NOT EXISTS memories_deleted AFTER DELETE ON memories BEGIN
+    DELETE FROM memory_vectors WHERE row_id = old.row_id;
+    DELETE FROM memory_words WHERE rowid = old.row_id;
+    INSERT INTO memory_changes (user_name, row_id) VALUES (old.user_name, old.row_id);
+END;
+"""
+
+NODE_COLUMNS: tuple[str, ...] = (
+    "memory_id",
+    "user_name",
+    "target_name",
+    "workspace",
+    "memory_type",
+    "content",
+    "key",
+    "value",
+    "status",
+    "superseded_by",
+    "created_at",
+    "updated_at",
+    "event_time",
+    "message_time",
+    "source_message_ids",
+    "reflected",
+    "updated",
+    "access_count",
+    "last_accessed_at",
+    "meta",
+)
+
+TIME_FIELDS = ("event_time", "message_time", "created_at", "updated_at")
+
+UPDATABLE_FIELDS = frozenset(item.name for item in dataclasses.fields(MemoryNode)) - {"memory_id", "score"}
+
+_TIME_COLUMNS = frozenset({"created_at", "updated_at", "event_time", "message_time", "last_accessed_at"})
+
+
+def _epoch(moment: datetime | None) -> float | None:
+    return None if moment is None else moment.timestamp()
+
+
+def _moment(epoch: float | None) -> datetime | None:
+    # float64 epochs keep sub-microsecond resolution until the year 2242, so round trips are exact
+    return None if epoch is None else datetime.fromtimestamp(epoch, tz=timezone.utc)
+
+
+def node_to_row(node: MemoryNode) -> tuple[Any, ...]:
+    """The `NODE_COLUMNS` values of `node`: times as UTC epoch seconds, lists and meta as JSON."""
+    try:
+        meta = json.dumps(node.meta, ensure_ascii=False)
+        source_ids = json.dumps(list(node.source_message_ids), ensure_ascii=False)
+    except (TypeError, ValueError) as error:
+        raise StoreError(f"memory {node.memory_id!r}: meta and source_message_ids must be JSON-serialisable: {error}") from None
+    return (
+        node.memory_id,
+        node.user_name,
+        node.target_name,
+        node.workspace,
+        MemoryType(node.memory_type).value,
+        node.content,
+        node.key,
+        node.value,
+        MemoryStatus(node.status).value,
+        node.superseded_by,
+        _epoch(node.created_at),
+        _epoch(node.updated_at),
+        _epoch(node.event_time),
+        _epoch(node.message_time),
+        source_ids,
+        int(node.reflected),
+        int(node.updated),
+        node.access_count,
+        _epoch(node.last_accessed_at),
+        meta,
+    )
+
+
+def node_from_row(row: Sequence[Any]) -> MemoryNode:
+    """Inverse of `node_to_row` (times come back as aware UTC datetimes)."""
+    values = dict(zip(NODE_COLUMNS, row, strict=True))
+    for name in _TIME_COLUMNS:
+        values[name] = _moment(values[name])
+    values["source_message_ids"] = tuple(json.loads(values["source_message_ids"]))
+    values["meta"] = json.loads(values["meta"])
+    values["reflected"] = bool(values["reflected"])
+    values["updated"] = bool(values["updated"])
+    return MemoryNode(**values)
+
+
+def scope_token(user_name: str) -> str:
+    """One FTS token per user (hex, so no tokenizer can split it) for the `scope` column."""
+    return "s" + hashlib.blake2b(user_name.encode("utf-8"), digest_size=12).hexdigest()
+
+
+def keyword_text(node: MemoryNode) -> str:
+    """What keyword search sees of a node: content and key (observation keywords / insight
+    attribute), pre-tokenized and space-joined so FTS5's unicode61 tokenizer keeps jieba's words."""
+    return " ".join(tokenize(f"{node.content}\n{node.key}"))
+
+
+def validate_filter(memory_filter: MemoryFilter) -> None:
+    """StoreError for a filter no backend could honour (wrong type, unknown time field, naive times)."""
+    if not isinstance(memory_filter, MemoryFilter):
+        raise StoreError(f"expected a MemoryFilter, got {type(memory_filter).__name__}")
+    if not isinstance(memory_filter.user_name, str):
+        raise StoreError(f"MemoryFilter.user_name must be a string, got {memory_filter.user_name!r}")
+    time_range = memory_filter.time_range
+    if time_range is None:
+        return
+    if not isinstance(time_range, TimeRange):
+        raise StoreError(f"MemoryFilter.time_range must be a TimeRange, got {type(time_range).__name__}")
+    if time_range.field not in TIME_FIELDS:
+        raise StoreError(f"TimeRange.field {time_range.field!r} is not a time field; use one of {', '.join(TIME_FIELDS)}")
+    for end_name in ("start", "end"):
+        moment = getattr(time_range, end_name)
+        if moment is not None and moment.tzinfo is None:
+            raise StoreError(f"TimeRange.{end_name} must be timezone-aware, got naive {moment!r}")
+
+
+def time_bounds(time_range: TimeRange) -> tuple[float, float]:
+    """The range as epoch seconds, open ends as infinities (start <= t < end)."""
+    start = time_range.start.timestamp() if time_range.start is not None else -math.inf
+    end = time_range.end.timestamp() if time_range.end is not None else math.inf
+    return start, end
+
+
+def filter_sql(memory_filter: MemoryFilter, table: str = "memories") -> tuple[str, list[Any]]:
+    """A WHERE clause (without the keyword) and its parameters for `memory_filter` on `table`."""
+    clauses = [f"{table}.user_name = ?"]
+    params: list[Any] = [memory_filter.user_name]
+    if memory_filter.target_name is not None:
+        clauses.append(f"{table}.target_name = ?")
+        params.append(memory_filter.target_name)
+    if memory_filter.workspace is not None:
+        clauses.append(f"{table}.workspace = ?")
+        params.append(memory_filter.workspace)
+    if memory_filter.memory_types is not None:
+        # json_each takes the whole list as one parameter: no limit on its length
+        clauses.append(f"{table}.memory_type IN (SELECT j.value FROM json_each(?) AS j)")
+        params.append(json.dumps([MemoryType(kind).value for kind in memory_filter.memory_types]))
+    if memory_filter.status is not None:
+        clauses.append(f"{table}.status = ?")
+        params.append(MemoryStatus(memory_filter.status).value)
+    if memory_filter.time_range is not None:
+        time_range = memory_filter.time_range
+        column = f"{table}.{time_range.field}"
+        # a node without this time never matches a range, even an open one
+        clauses.append(f"{column} IS NOT NULL")
+        if time_range.start is not None:
+            clauses.append(f"{column} >= ?")
+            params.append(time_range.start.timestamp())
+        if time_range.end is not None:
+            clauses.append(f"{column} < ?")
+            params.append(time_range.end.timestamp())
+    if memory_filter.reflected is not None:
+        clauses.append(f"{table}.reflected = ?")
+        params.append(int(memory_filter.reflected))
+    if memory_filter.updated is not None:
+        clauses.append(f"{table}.updated = ?")
+        params.append(int(memory_filter.updated))
+    if memory_filter.memory_ids is not None:
+        clauses.append(f"{table}.memory_id IN (SELECT j.value FROM json_each(?) AS j)")
+        params.append(json.dumps(list(memory_filter.memory_ids)))
+    return " AND ".join(clauses), params

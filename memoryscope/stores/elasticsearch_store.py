@@ -1,0 +1,649 @@
+"""`elasticsearch_memory_store`: memories in one Elasticsearch 8.x index, for production.
+
+- One index with an explicit, strict mapping (`_es_queries.index_body`), created on first use.
+  Its `_meta` records the embedding model and dimension; opening it with another model fails.
+- Dense search: the `knn` search option (HNSW, cosine) with the memory filter as a pre-filter,
+  so only the user's memories compete for the `k` places. Scores are cosines.
+- Keyword search: BM25 `multi_match` over `content` and `key` (as the SQLite store searches both),
+  inside a bool query carrying the same filter. Scores are BM25.
+- Hybrid search: both requests, fused in the client by reciprocal rank fusion (no license-gated
+  server-side RRF retriever).
+- Writes go through `_bulk` (`index` actions, `_id` = memory_id) with the configured `refresh`
+  policy on every write, so with the default `wait_for` a write is visible to the next read.
+
+Unlike SQLite, a bulk request is not atomic: when some items fail, the others are written. The
+store then raises `BulkWriteError` (a StoreError) listing the failed ids and reasons, so the
+caller knows and can retry just those. `update` and deletes are single requests per call.
+
+Every search, scan, count and delete-by-filter carries a `term` on `user_name` (plus the other
+filter fields set); no request this store sends can match another user's memories.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from memoryscope.errors import StoreError
+from memoryscope.memory import MemoryNode, utc_now
+from memoryscope.models.base import EmbeddingModel
+from memoryscope.stores import _es_queries as queries
+from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode, TimeRange
+from memoryscope.stores.fusion import reciprocal_rank_fusion
+
+__all__ = ["ElasticsearchMemoryStore", "BulkWriteError"]
+
+_BULK_BATCH = 500  # documents per _bulk request (~2 MB with 384-d vectors)
+_UPDATABLE = frozenset(MemoryNode.__dataclass_fields__) - {"memory_id", "score"}
+_INDEX_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
+_ERRNO = re.compile(r"\[Errno -?\d+\] [^)'\"]+")
+_INSTALL = 'pip install "memoryscope[elasticsearch]"'
+
+
+class BulkWriteError(StoreError):
+    """Some items of a bulk write failed; the others were written (Elasticsearch bulk is not atomic)."""
+
+    def __init__(self, message: str, failed: dict[str, str], written: list[str]):
+        self.failed = failed  # memory_id -> "error_type: reason"
+        self.written = written  # memory ids that did land
+        super().__init__(message)
+
+
+@STORES.register("elasticsearch_memory_store")
+class ElasticsearchMemoryStore(MemoryStore):
+    """Memories and their vectors in one Elasticsearch index; thread-safe (the client is)."""
+
+    class Params(BaseModel):
+        """The YAML keys under `memory_store:` (besides `class`). Secrets are read from the environment."""
+
+        model_config = ConfigDict(extra="forbid", frozen=True)
+
+        hosts: list[str] = Field(default=["http://localhost:9200"], min_length=1, description="Elasticsearch node URLs.")
+        index_name: str = Field(default="memoryscope_memory", description="The index (lowercase; created on first use).")
+        api_key_env: str | None = Field(default=None, description="Environment variable holding an API key (the encoded form).")
+        username_env: str | None = Field(default=None, description="Environment variable holding the basic-auth user name.")
+        password_env: str | None = Field(default=None, description="Environment variable holding the basic-auth password.")
+        verify_certs: bool = Field(default=True, description="Verify the server's TLS certificate (https hosts).")
+        ca_certs: str | None = Field(default=None, description="CA bundle to verify the server's certificate with (https hosts).")
+        request_timeout: float = Field(default=10.0, gt=0, description="Seconds one request may take before it fails.")
+        refresh: Literal["wait_for", "true", "false"] = Field(
+            default="wait_for", description="Refresh policy of every write: `wait_for` makes it visible to the next read."
+        )
+        num_candidates: int = Field(
+            default=100, gt=0, le=queries.MAX_NUM_CANDIDATES, description="kNN candidates per shard (at least top_k)."
+        )
+        hybrid_candidates: int = Field(
+            default=100, gt=0, description="Depth of the dense and keyword lists fused by hybrid search (at least top_k)."
+        )
+        analyzer: str = Field(
+            default="standard", description="Analyzer of the `content`, `value` and `key` text (fixed when the index is created)."
+        )
+        embedding_model: str = Field(
+            default="embedding_model", description="Key under `model:` of the embedding model that makes the vectors."
+        )
+        retrieve_mode: Literal["dense", "hybrid", "keyword"] | None = Field(
+            default=None, description="Search mode when a caller does not name one (MemoryScope 0.1 key); default hybrid."
+        )
+
+        @field_validator("index_name")
+        @classmethod
+        def _index_name(cls, name: str) -> str:
+            if not _INDEX_NAME.match(name):
+                raise ValueError("must be lowercase letters, digits, '.', '_' or '-', starting with a letter or digit")
+            return name
+
+    def __init__(
+        self,
+        *,
+        embedding_model: EmbeddingModel,
+        hosts: Sequence[str] | str = ("http://localhost:9200",),
+        index_name: str = "memoryscope_memory",
+        api_key_env: str | None = None,
+        username_env: str | None = None,
+        password_env: str | None = None,
+        verify_certs: bool = True,
+        ca_certs: str | None = None,
+        request_timeout: float = 10.0,
+        refresh: Literal["wait_for", "true", "false"] = "wait_for",
+        num_candidates: int = 100,
+        hybrid_candidates: int = 100,
+        analyzer: str = "standard",
+        retrieve_mode: Literal["dense", "hybrid", "keyword"] | None = None,
+        client: Any = None,
+    ) -> None:
+        """`client`: an `elasticsearch.Elasticsearch` to use instead of building one from `hosts`
+        and the credential settings; the store then leaves closing it to the caller."""
+        try:
+            params = self.Params(
+                hosts=[hosts] if isinstance(hosts, str) else list(hosts),
+                index_name=index_name,
+                api_key_env=api_key_env,
+                username_env=username_env,
+                password_env=password_env,
+                verify_certs=verify_certs,
+                ca_certs=ca_certs,
+                request_timeout=request_timeout,
+                refresh=refresh,
+                num_candidates=num_candidates,
+                hybrid_candidates=hybrid_candidates,
+                analyzer=analyzer,
+                retrieve_mode=retrieve_mode,
+            )
+        except ValidationError as error:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+            raise StoreError(f"elasticsearch_memory_store: {problems}") from None
+        try:
+            import elasticsearch  # imported here: an optional extra, and discovery imports this module
+        except ImportError:
+            raise StoreError(f"elasticsearch_memory_store needs the Elasticsearch client: {_INSTALL}") from None
+        self.params = params
+        self.index_name = params.index_name
+        self.embedding_model = embedding_model
+        self.dimension = int(embedding_model.dimension)
+        self._api_error: type[Exception] = elasticsearch.ApiError
+        self._transport_error: type[Exception] = elasticsearch.TransportError
+        self._owns_client = client is None
+        self._client: Any = client if client is not None else self._build_client(elasticsearch)
+        self.hosts = _safe_hosts(params.hosts) if client is None else _client_hosts(client)
+        self._index_ready = False
+        self._index_lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return (
+            f"ElasticsearchMemoryStore(hosts={self.hosts!r}, index_name={self.index_name!r}, "
+            f"embedding_model={self.embedding_model.model_name!r})"
+        )
+
+    # ---- connecting ---------------------------------------------------------------------------
+
+    def _build_client(self, elasticsearch: Any) -> Any:
+        params = self.params
+        options: dict[str, Any] = {"request_timeout": params.request_timeout, "verify_certs": params.verify_certs}
+        if params.ca_certs is not None:
+            options["ca_certs"] = params.ca_certs
+        if params.api_key_env is not None:
+            options["api_key"] = _secret(params.api_key_env, "api_key_env")
+        if (params.username_env is None) != (params.password_env is None):
+            raise StoreError("elasticsearch_memory_store: set both username_env and password_env, or neither")
+        if params.username_env is not None and params.password_env is not None:
+            options["basic_auth"] = (_secret(params.username_env, "username_env"), _secret(params.password_env, "password_env"))
+        try:
+            return elasticsearch.Elasticsearch(params.hosts, **options)
+        except (ValueError, TypeError) as error:  # a malformed URL, TLS options on http hosts, ...
+            raise StoreError(f"elasticsearch_memory_store at {', '.join(_safe_hosts(params.hosts))}: {error}") from None
+
+    @contextmanager
+    def _calling(self, action: str) -> Iterator[None]:
+        """Client errors become one-line StoreErrors naming the hosts and index (never credentials)."""
+        try:
+            yield
+        except self._api_error as error:
+            raise StoreError(self._where(f"{action} failed: {_api_reason(error)}")) from None
+        except self._transport_error as error:
+            raise StoreError(self._where(f"{action} failed: {_transport_reason(error, self.params.request_timeout)}")) from None
+
+    def _where(self, message: str) -> str:
+        return f"Elasticsearch at {', '.join(self.hosts)} (index {self.index_name!r}): {message}"
+
+    def ensure_index(self) -> None:
+        """Create the index if it is missing, else check it was made for this embedding model.
+
+        Every operation calls this first; call it yourself to fail early at startup."""
+        if self._index_ready:
+            return
+        with self._index_lock:
+            if self._index_ready:
+                return
+            with self._calling("opening the index"):
+                exists = bool(self._client.indices.exists(index=self.index_name))
+                if not exists:
+                    exists = not self._create_index()
+                if exists:
+                    self._check_index_meta(self._client.indices.get_mapping(index=self.index_name).body)
+            self._index_ready = True
+
+    def _create_index(self) -> bool:
+        """True when this call created the index (False: another process created it first)."""
+        body = queries.index_body(
+            embedding_model=self.embedding_model.model_name, dimension=self.dimension, analyzer=self.params.analyzer
+        )
+        try:
+            self._client.indices.create(index=self.index_name, body=body)
+        except self._api_error as error:
+            if getattr(error, "error", None) == "resource_already_exists_exception":
+                return False
+            raise
+        return True
+
+    def _check_index_meta(self, mappings: dict[str, Any]) -> None:
+        name, dimension = self.embedding_model.model_name, self.dimension
+        for concrete, entry in mappings.items():
+            meta = (entry.get("mappings") or {}).get("_meta") or {}
+            recorded, recorded_dimension = meta.get("embedding_model"), meta.get("dimension")
+            if recorded is None:
+                raise StoreError(self._where(
+                    f"index {concrete!r} was not created by MemoryScope (its mapping has no _meta.embedding_model); "
+                    "set memory_store.index_name to a new index"
+                ))  # fmt: skip
+            version = meta.get("schema_version")
+            if version != queries.SCHEMA_VERSION:
+                raise StoreError(self._where(
+                    f"index {concrete!r} has schema version {version}; this MemoryScope reads {queries.SCHEMA_VERSION}"
+                ))  # fmt: skip
+            if recorded != name or recorded_dimension != dimension:
+                raise StoreError(self._where(
+                    f"index {concrete!r} holds vectors made by embedding model {recorded!r} (dimension {recorded_dimension}), "
+                    f"but it was opened with {name!r} (dimension {dimension}); re-embed it with "
+                    "`memoryscope reembed --config CONFIG` or set memory_store.index_name to another index"
+                ))  # fmt: skip
+
+    def close(self) -> None:
+        """Close the client the store built (an injected client is left to its owner)."""
+        if self._owns_client:
+            self._client.close()
+
+    # ---- writing ------------------------------------------------------------------------------
+
+    def upsert(self, nodes: Sequence[MemoryNode], vectors: np.ndarray | None = None) -> None:
+        """Index the nodes (create or replace). Not atomic: see `BulkWriteError`."""
+        nodes = list(nodes)
+        for node in nodes:
+            if not isinstance(node, MemoryNode):
+                raise StoreError(f"upsert takes MemoryNode objects, got {type(node).__name__}")
+        given = None if vectors is None else self._unit_rows(vectors, len(nodes), "upsert vectors")
+        # a memory_id repeated in one batch: the last one wins, as if upserted one after another
+        keep = sorted({node.memory_id: index for index, node in enumerate(nodes)}.values())
+        nodes = [nodes[index] for index in keep]
+        if not nodes:
+            return
+        self.ensure_index()
+        rows = given[keep] if given is not None else self._vectors_for(nodes)
+        documents = [queries.node_to_document(node, _stored_vector(row)) for node, row in zip(nodes, rows, strict=True)]
+        failed: dict[str, str] = {}
+        written: list[str] = []
+        for start in range(0, len(documents), _BULK_BATCH):
+            batch = documents[start : start + _BULK_BATCH]
+            try:
+                items = self._bulk(queries.bulk_index_lines(batch), "bulk upsert")
+            except StoreError as error:
+                if not written:
+                    raise
+                raise StoreError(f"{error}; {len(written)} memories of earlier bulk requests were written") from None
+            for document, item in zip(batch, items, strict=True):
+                result = item.get("index", {})
+                if "error" in result:
+                    failed[document["memory_id"]] = _item_reason(result)
+                else:
+                    written.append(document["memory_id"])
+        if failed:
+            raise self._bulk_error("bulk upsert", failed, written)
+
+    def _vectors_for(self, nodes: Sequence[MemoryNode]) -> np.ndarray:
+        """The stored vector where the stored content is the same, else a fresh passage vector."""
+        ids = [node.memory_id for node in nodes]
+        with self._calling("reading stored vectors"):
+            response = self._client.mget(index=self.index_name, ids=ids, source_includes=["content", queries.VECTOR_FIELD])
+        stored = {doc["_id"]: doc["_source"] for doc in response["docs"] if doc.get("found")}
+        rows = np.zeros((len(nodes), self.dimension), dtype=np.float32)
+        missing: list[int] = []
+        for index, node in enumerate(nodes):
+            source = stored.get(node.memory_id)
+            vector = None if source is None or source.get("content") != node.content else source.get(queries.VECTOR_FIELD)
+            if vector is not None and len(vector) == self.dimension:
+                rows[index] = np.asarray(vector, dtype=np.float32)
+            else:
+                missing.append(index)
+        if missing:
+            texts = [nodes[index].content for index in missing]
+            rows[missing] = self._unit_rows(self.embedding_model.embed_passages(texts), len(missing), "embedding model output")
+        return rows
+
+    def _bulk(self, operations: list[dict[str, Any]], action: str) -> list[dict[str, Any]]:
+        with self._calling(action):
+            response = self._client.bulk(index=self.index_name, operations=operations, refresh=self.params.refresh)
+        return list(response["items"])
+
+    def _bulk_error(self, action: str, failed: dict[str, str], written: list[str]) -> BulkWriteError:
+        shown = "; ".join(f"{memory_id}: {reason}" for memory_id, reason in list(failed.items())[:20])
+        more = f"; and {len(failed) - 20} more" if len(failed) > 20 else ""
+        message = self._where(
+            f"{action}: {len(failed)} of {len(failed) + len(written)} memories failed and the other {len(written)} "
+            f"were written (Elasticsearch bulk writes are not atomic); failed: {shown}{more}"
+        )
+        return BulkWriteError(message, failed, written)
+
+    def _unit_rows(self, vectors: Any, count: int, what: str) -> np.ndarray:
+        """`vectors` as a (count, dimension) float32 matrix of unit rows (zero rows stay zero)."""
+        matrix = np.asarray(vectors, dtype=np.float32)
+        if matrix.ndim == 1 and count == 1:
+            matrix = matrix.reshape(1, -1)
+        if matrix.shape != (count, self.dimension):
+            raise StoreError(
+                f"{what}: expected shape ({count}, {self.dimension}) for {count} memories and embedding model "
+                f"{self.embedding_model.model_name!r}, got {matrix.shape}"
+            )
+        if not np.isfinite(matrix).all():
+            raise StoreError(f"{what}: vectors contain NaN or infinite values")
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        return matrix / np.where(norms > 0, norms, 1.0)
+
+    def update(self, memory_id: str, **changes: Any) -> MemoryNode:
+        """Change fields of one node; `updated_at` becomes now unless given.
+
+        Only the changed fields are sent (the `update` API with `doc`), guarded by the version
+        read, so a concurrent change makes this fail instead of being overwritten. A change to
+        `meta` rewrites the whole document instead: `update` merges objects key by key and could
+        not drop a key.
+        """
+        unknown = sorted(set(changes) - _UPDATABLE)
+        if unknown:
+            known = ", ".join(sorted(_UPDATABLE))
+            raise StoreError(f"cannot update {', '.join(unknown)} of memory {memory_id!r}; updatable fields: {known}")
+        self.ensure_index()
+        with self._calling("reading the memory to update"):
+            response = self._client.mget(index=self.index_name, ids=[memory_id])
+        doc = response["docs"][0]
+        if not doc.get("found"):
+            raise StoreError(self._where(f"no memory {memory_id!r}"))
+        old = queries.document_to_node(doc["_source"])
+        try:
+            new = old.replace(**{"updated_at": utc_now(), **changes})
+        except (TypeError, ValueError) as error:
+            raise StoreError(f"cannot update memory {memory_id!r}: {error}") from None
+        old_document = queries.node_to_document(old)
+        document = queries.node_to_document(new, doc["_source"].get(queries.VECTOR_FIELD))
+        if new.content != old.content:
+            row = self._unit_rows(self.embedding_model.embed_passages([new.content]), 1, "embedding model output")[0]
+            document[queries.VECTOR_FIELD] = _stored_vector(row)
+        # optimistic concurrency: the write fails (409) if the document changed since it was read
+        version = {"if_seq_no": doc["_seq_no"], "if_primary_term": doc["_primary_term"]} if "_seq_no" in doc else {}
+        target = {"index": self.index_name, "id": memory_id, "refresh": self.params.refresh, **version}
+        with self._calling(f"updating memory {memory_id!r}"):
+            try:
+                if document["meta"] != old_document["meta"]:
+                    self._client.index(document=_drop_none_vector(document), **target)
+                else:
+                    changed = {name: value for name, value in document.items() if old_document.get(name, value) != value}
+                    if queries.VECTOR_FIELD in document and new.content != old.content:
+                        changed[queries.VECTOR_FIELD] = document[queries.VECTOR_FIELD]
+                    self._client.update(body=queries.update_body(changed), **target)
+            except self._api_error as error:
+                if getattr(error, "status_code", None) == 409:
+                    raise StoreError(self._where(f"memory {memory_id!r} changed while it was being updated; retry")) from None
+                if getattr(error, "status_code", None) == 404:
+                    raise StoreError(self._where(f"no memory {memory_id!r} (deleted while it was being updated)")) from None
+                raise
+        return new
+
+    def delete(self, memory_ids: Sequence[str]) -> int:
+        ids = list(dict.fromkeys(memory_ids))
+        if not ids:
+            return 0
+        self.ensure_index()
+        deleted: list[str] = []
+        failed: dict[str, str] = {}
+        for start in range(0, len(ids), _BULK_BATCH):
+            batch = ids[start : start + _BULK_BATCH]
+            for memory_id, item in zip(batch, self._bulk(queries.bulk_delete_lines(batch), "bulk delete"), strict=True):
+                result = item.get("delete", {})
+                if "error" in result:
+                    failed[memory_id] = _item_reason(result)
+                elif result.get("result") == "deleted":
+                    deleted.append(memory_id)
+        if failed:
+            raise self._bulk_error("bulk delete", failed, deleted)
+        return len(deleted)
+
+    def delete_by_filter(self, memory_filter: MemoryFilter) -> int:
+        """`_delete_by_query`, refreshed unless `refresh` is "false" (it takes no `wait_for`).
+
+        It deletes what a search would find at the time, so writes made with refresh "false"
+        and not yet refreshed may survive it."""
+        _validate_filter(memory_filter)
+        if memory_filter.memory_ids == ():
+            return 0
+        self.ensure_index()
+        with self._calling("delete by filter"):
+            response = self._client.delete_by_query(
+                index=self.index_name, body=queries.delete_by_query_body(memory_filter), refresh=self.params.refresh != "false"
+            )
+        failures = response.get("failures") or []
+        if failures:
+            reasons = "; ".join(str((item.get("cause") or {}).get("reason", item)) for item in failures[:5])
+            deleted = response.get("deleted", 0)
+            raise StoreError(self._where(f"delete by filter removed {deleted} memories, then failed: {reasons}"))
+        return int(response.get("deleted", 0))
+
+    # ---- reading ------------------------------------------------------------------------------
+
+    def get(self, memory_ids: Sequence[str]) -> list[MemoryNode]:
+        ids = list(memory_ids)
+        if not ids:
+            return []
+        self.ensure_index()
+        with self._calling("get"):
+            unique = list(dict.fromkeys(ids))
+            response = self._client.mget(index=self.index_name, ids=unique, source_excludes=[queries.VECTOR_FIELD])
+        found = {doc["_id"]: queries.document_to_node(doc["_source"]) for doc in response["docs"] if doc.get("found")}
+        return [found[memory_id] for memory_id in ids if memory_id in found]
+
+    def scan(
+        self, memory_filter: MemoryFilter, *, limit: int = 100, offset: int = 0, newest_first: bool = True
+    ) -> list[MemoryNode]:
+        """A page by `from`/`size` while `offset + limit` stays within 10,000 (the default
+        `index.max_result_window`); deeper pages walk there with `search_after`, page by page
+        (not a point-in-time snapshot: writes meanwhile may shift them)."""
+        _validate_filter(memory_filter)
+        if limit < 0 or offset < 0:
+            raise StoreError(f"scan: limit and offset must not be negative, got limit={limit}, offset={offset}")
+        if limit == 0 or memory_filter.memory_ids == ():
+            return []
+        self.ensure_index()
+        if offset + limit <= queries.MAX_RESULT_WINDOW:
+            body = queries.scan_body(memory_filter, size=limit, offset=offset, newest_first=newest_first)
+            return [queries.document_to_node(hit["_source"]) for hit in self._search(body, "scan")]
+        after: list[Any] | None = None
+        skip = offset
+        while skip > 0:
+            size = min(skip, queries.MAX_RESULT_WINDOW)
+            body = queries.scan_body(memory_filter, size=size, newest_first=newest_first, search_after=after, with_source=False)
+            hits = self._search(body, "scan")
+            if len(hits) < size:
+                return []
+            skip -= size
+            after = hits[-1]["sort"]
+        nodes: list[MemoryNode] = []
+        while len(nodes) < limit:
+            size = min(limit - len(nodes), queries.MAX_RESULT_WINDOW)
+            body = queries.scan_body(memory_filter, size=size, newest_first=newest_first, search_after=after)
+            hits = self._search(body, "scan")
+            nodes.extend(queries.document_to_node(hit["_source"]) for hit in hits)
+            if len(hits) < size:
+                break
+            after = hits[-1]["sort"]
+        return nodes
+
+    def count(self, memory_filter: MemoryFilter) -> int:
+        _validate_filter(memory_filter)
+        if memory_filter.memory_ids == ():
+            return 0
+        self.ensure_index()
+        with self._calling("count"):
+            response = self._client.count(index=self.index_name, body=queries.count_body(memory_filter))
+        return int(response["count"])
+
+    def search(
+        self,
+        memory_filter: MemoryFilter,
+        *,
+        query: str | None = None,
+        vector: np.ndarray | None = None,
+        mode: SearchMode | str | None = None,
+        top_k: int = 10,
+    ) -> list[MemoryNode]:
+        """Dense scores are cosines, keyword scores BM25 (higher is better), hybrid scores fused ranks.
+
+        `mode` None: the `retrieve_mode` setting, else hybrid. Hybrid without a query (only
+        `vector`) is dense ranking with fused scores.
+        """
+        _validate_filter(memory_filter)
+        chosen = mode if mode is not None else (self.params.retrieve_mode or SearchMode.HYBRID)
+        try:
+            chosen = SearchMode(chosen)
+        except ValueError:
+            raise StoreError(f"unknown search mode {mode!r}; use one of {', '.join(m.value for m in SearchMode)}") from None
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise StoreError(f"search: top_k must be a positive integer, got {top_k!r}")
+        if top_k > queries.MAX_RESULT_WINDOW:
+            raise StoreError(f"search: top_k may be at most {queries.MAX_RESULT_WINDOW} with Elasticsearch, got {top_k}")
+        if chosen is SearchMode.KEYWORD and not query:
+            raise StoreError("keyword search needs a query text")
+        if query is None and vector is None:
+            raise StoreError(f"{chosen.value} search needs a query text or a query vector")
+        if memory_filter.memory_ids == ():
+            return []
+        self.ensure_index()
+        if chosen is SearchMode.DENSE:
+            return [node.with_score(score) for node, score in self._dense(memory_filter, query, vector, top_k)]
+        if chosen is SearchMode.KEYWORD:
+            return [node.with_score(score) for node, score in self._keyword(memory_filter, query or "", top_k)]
+        depth = min(max(top_k, self.params.hybrid_candidates), queries.MAX_RESULT_WINDOW)
+        found: dict[str, MemoryNode] = {}
+        lists: list[list[str]] = []
+        ranked_lists = [self._dense(memory_filter, query, vector, depth)]
+        if query:
+            ranked_lists.append(self._keyword(memory_filter, query, depth))
+        for ranked in ranked_lists:
+            lists.append([node.memory_id for node, _ in ranked])
+            found.update((node.memory_id, node) for node, _ in ranked)
+        return [found[memory_id].with_score(score) for memory_id, score in reciprocal_rank_fusion(lists)[:top_k]]
+
+    def _dense(
+        self, memory_filter: MemoryFilter, query: str | None, vector: np.ndarray | None, top_k: int
+    ) -> list[tuple[MemoryNode, float]]:
+        if vector is not None:
+            query_vector = self._unit_rows(vector, 1, "search vector")[0]
+        else:
+            query_vector = self._unit_rows(self.embedding_model.embed_queries([query or ""]), 1, "embedding model output")[0]
+        if not query_vector.any():
+            raise StoreError("dense search: the query vector is all zeros, which has no cosine similarity")
+        candidates = self.params.num_candidates
+        body = queries.knn_search_body(memory_filter, query_vector.tolist(), top_k=top_k, num_candidates=candidates)
+        hits = self._search(body, "dense search")
+        # the knn _score of cosine similarity is (1 + cosine) / 2; give back the cosine
+        return [(queries.document_to_node(hit["_source"]), 2.0 * float(hit["_score"]) - 1.0) for hit in hits]
+
+    def _keyword(self, memory_filter: MemoryFilter, query: str, top_k: int) -> list[tuple[MemoryNode, float]]:
+        body = queries.match_search_body(memory_filter, query, top_k=top_k)
+        return [(queries.document_to_node(hit["_source"]), float(hit["_score"])) for hit in self._search(body, "keyword search")]
+
+    def _search(self, body: dict[str, Any], action: str) -> list[dict[str, Any]]:
+        with self._calling(action):
+            response = self._client.search(index=self.index_name, body=body)
+        return list(response["hits"]["hits"])
+
+
+# ---- helpers ------------------------------------------------------------------------------------
+
+
+def _validate_filter(memory_filter: MemoryFilter) -> None:
+    if not isinstance(memory_filter, MemoryFilter):
+        raise StoreError(f"expected a MemoryFilter, got {type(memory_filter).__name__}")
+    if not isinstance(memory_filter.user_name, str):
+        raise StoreError(f"MemoryFilter.user_name must be a string, got {memory_filter.user_name!r}")
+    time_range = memory_filter.time_range
+    if time_range is not None and not isinstance(time_range, TimeRange):
+        raise StoreError(f"MemoryFilter.time_range must be a TimeRange, got {type(time_range).__name__}")
+    queries.filter_clauses(memory_filter)  # raises StoreError on an unknown time field or a naive bound
+
+
+def _stored_vector(row: np.ndarray) -> list[float] | None:
+    """The vector to index, or None for an all-zero row (cosine fields reject zero vectors; such a
+    memory is stored without one and found by keyword search and scans only)."""
+    return row.astype(float).tolist() if row.any() else None
+
+
+def _drop_none_vector(document: dict[str, Any]) -> dict[str, Any]:
+    return {name: value for name, value in document.items() if not (name == queries.VECTOR_FIELD and value is None)}
+
+
+def _secret(variable: str, setting: str) -> str:
+    value = os.environ.get(variable)
+    if not value:
+        raise StoreError(f"elasticsearch_memory_store: memory_store.{setting} names ${variable}, which is not set")
+    return value
+
+
+def _safe_hosts(hosts: Sequence[str]) -> list[str]:
+    """Host URLs without any `user:password@` part."""
+    safe = []
+    for host in hosts:
+        try:
+            parts = urlsplit(host if "//" in host else f"//{host}")
+            netloc = parts.hostname or ""
+            if parts.port is not None:
+                netloc = f"{netloc}:{parts.port}"
+            safe.append(urlunsplit((parts.scheme, netloc, parts.path, "", "")).removeprefix("//"))
+        except ValueError:
+            safe.append("<unparsable host>")
+    return safe
+
+
+def _client_hosts(client: Any) -> list[str]:
+    try:
+        return [str(node.base_url) for node in client.transport.node_pool.all()]
+    except AttributeError:
+        return ["<injected client>"]
+
+
+def _item_reason(result: dict[str, Any]) -> str:
+    error = result.get("error")
+    if isinstance(error, dict):
+        reason = f"{error.get('type', 'error')}: {error.get('reason', '')}"
+        cause = error.get("caused_by")
+        if isinstance(cause, dict) and cause.get("reason"):
+            reason += f" ({cause['reason']})"
+        return _one_line(reason)
+    return _one_line(str(error))
+
+
+def _api_reason(error: Any) -> str:
+    status = getattr(error, "status_code", None)
+    body = getattr(error, "body", None)
+    detail = str(getattr(error, "message", error))
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        info = body["error"]
+        detail = f"{info.get('type', detail)}: {info.get('reason', '')}"
+    hint = ""
+    if status == 401:
+        hint = " (check api_key_env, or username_env and password_env)"
+    elif status == 403:
+        hint = " (the credentials lack a privilege on this index)"
+    if type(error).__name__ == "UnsupportedProductError":
+        return "the server is not Elasticsearch"
+    return _one_line(f"HTTP {status} {detail}{hint}")
+
+
+def _transport_reason(error: Any, timeout: float) -> str:
+    kind = type(error).__name__
+    if kind == "ConnectionTimeout":
+        return f"no answer within {timeout:g}s (request_timeout)"
+    if kind == "TlsError":
+        return "TLS error (check the https URL, verify_certs and ca_certs)"
+    if kind == "SerializationError":
+        return _one_line(f"cannot serialise the request or read the answer: {error}")
+    found = _ERRNO.search(str(error))
+    return f"cannot connect: {found.group(0).strip()}" if found else "cannot connect"
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,501 @@
+"""`sqlite_memory_store`: the default, embedded store — one SQLite file, no server.
+
+- Durability and concurrency: WAL mode (readers never block the writer), a busy timeout so
+  writers from other threads and processes queue instead of failing, every write in one
+  `BEGIN IMMEDIATE` transaction (a batch lands whole or not at all). Each thread gets its own
+  connection, so reads run in parallel.
+- Dense search: per-user float32 matrices in memory (`_sqlite_cache`), kept current through a
+  trigger-filled change log, so writes from any process are seen by the next search.
+- Keyword search: FTS5 `bm25()` over text pre-tokenized by `memoryscope.text.tokenize` (jieba
+  for Chinese), scoped to the user by a per-user token.
+- Hybrid search: reciprocal rank fusion (k = 60) of the dense and keyword lists.
+The layout is in `_sqlite_schema`.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import weakref
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from memoryscope.errors import StoreError
+from memoryscope.memory import MemoryNode, utc_now
+from memoryscope.models.base import EmbeddingModel
+from memoryscope.stores._sqlite_cache import MatrixCache, refresh
+from memoryscope.stores._sqlite_schema import (
+    NODE_COLUMNS,
+    SCHEMA_SCRIPT,
+    SCHEMA_VERSION,
+    UPDATABLE_FIELDS,
+    filter_sql,
+    keyword_text,
+    node_from_row,
+    node_to_row,
+    scope_token,
+    validate_filter,
+)
+from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode
+from memoryscope.stores.fusion import reciprocal_rank_fusion
+from memoryscope.text import content_words, tokenize
+
+__all__ = ["SqliteMemoryStore"]
+
+_QUOTED_COLUMNS = [f'"{name}"' for name in NODE_COLUMNS]  # quoted: `key` and `value` are SQL words
+_NODE_COLUMNS_SQL = ", ".join(_QUOTED_COLUMNS)
+_SELECT_NODES = f"SELECT {_NODE_COLUMNS_SQL} FROM memories"
+_UPSERT = (
+    f"INSERT INTO memories ({_NODE_COLUMNS_SQL}) VALUES ({', '.join('?' for _ in NODE_COLUMNS)}) "
+    "ON CONFLICT (memory_id) DO UPDATE SET "
+    + ", ".join(f"{column} = excluded.{column}" for column in _QUOTED_COLUMNS[1:])
+    + " RETURNING row_id"
+)
+_IDS_PARAM = "(SELECT j.value FROM json_each(?) AS j)"
+
+
+@STORES.register("sqlite_memory_store")
+class SqliteMemoryStore(MemoryStore):
+    """Memories, vectors and keyword index in one SQLite file; safe across threads and processes."""
+
+    class Params(BaseModel):
+        """The YAML keys under `memory_store:` (besides `class`)."""
+
+        model_config = ConfigDict(extra="forbid", frozen=True)
+
+        path: Path = Field(
+            default=Path("~/.memoryscope/default.db"),
+            validate_default=True,  # so the default's `~` is expanded too
+            description="The SQLite file (`~` expanded); created with its folder.",
+        )
+        embedding_model: str = Field(
+            default="embedding_model", description="Key under `model:` of the embedding model that makes the vectors."
+        )
+        busy_timeout_s: float = Field(
+            default=30.0, gt=0, description="How long a write waits for another writer (thread or process) before failing."
+        )
+        cache_max_users: int = Field(
+            default=32, gt=0, description="How many users' vector matrices stay in memory (least recently searched go first)."
+        )
+        hybrid_candidates: int = Field(
+            default=100, gt=0, description="How deep the dense and the keyword lists go before rank fusion (at least top_k)."
+        )
+        change_log_retain: int = Field(
+            default=50_000,
+            gt=0,
+            description="Recent changes kept so in-memory matrices catch up row by row; older ones force a reload.",
+        )
+
+        @field_validator("path", mode="after")
+        @classmethod
+        def _expand_home(cls, path: Path) -> Path:
+            return path.expanduser()
+
+    def __init__(
+        self,
+        *,
+        path: str | Path,
+        embedding_model: EmbeddingModel,
+        busy_timeout_s: float = 30.0,
+        cache_max_users: int = 32,
+        hybrid_candidates: int = 100,
+        change_log_retain: int = 50_000,
+    ) -> None:
+        try:
+            params = self.Params(
+                path=Path(path),
+                busy_timeout_s=busy_timeout_s,
+                cache_max_users=cache_max_users,
+                hybrid_candidates=hybrid_candidates,
+                change_log_retain=change_log_retain,
+            )
+        except ValidationError as error:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+            raise StoreError(f"sqlite_memory_store: {problems}") from None
+        self.params = params
+        self.path = params.path
+        self.embedding_model = embedding_model
+        self.dimension = int(embedding_model.dimension)
+        self._local = threading.local()
+        self._connections: list[tuple[weakref.ref[threading.Thread], sqlite3.Connection]] = []
+        self._connections_lock = threading.Lock()
+        self._closed = False
+        self._cache = MatrixCache(self.dimension, params.cache_max_users)
+        try:
+            self._open()
+        except BaseException:
+            self.close()
+            raise
+
+    def __repr__(self) -> str:
+        return f"SqliteMemoryStore(path={str(self.path)!r}, embedding_model={self.embedding_model.model_name!r})"
+
+    # ---- opening, connections, transactions -------------------------------------------------
+
+    def _open(self) -> None:
+        if str(self.path) == ":memory:" or str(self.path).startswith("file:"):
+            raise StoreError(f"sqlite_memory_store needs a file path, got {str(self.path)!r}")
+        if self.path.is_dir():
+            raise StoreError(f"cannot open memory store {self.path}: it is a directory, not a file")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise StoreError(f"cannot create the folder of memory store {self.path}: {error.strerror or error}") from None
+        try:
+            connection = self._connection()
+            mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+            if str(mode).lower() != "wal":
+                raise StoreError(f"cannot open memory store {self.path}: WAL mode unavailable (journal mode {mode!r})")
+            connection.executescript("BEGIN IMMEDIATE;" + SCHEMA_SCRIPT)
+            try:
+                self._check_recorded_model(connection)
+            except BaseException:
+                connection.execute("ROLLBACK")
+                raise
+            connection.execute("COMMIT")
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot open memory store {self.path}: {error}") from None
+
+    def _check_recorded_model(self, connection: sqlite3.Connection) -> None:
+        """Record the embedding model on first open; refuse another model on later opens."""
+        recorded = dict(connection.execute("SELECT key, value FROM store_meta").fetchall())
+        version = recorded.setdefault("schema_version", SCHEMA_VERSION)
+        if version != SCHEMA_VERSION:
+            raise StoreError(f"memory store {self.path} has schema version {version}; this MemoryScope reads {SCHEMA_VERSION}")
+        name, dimension = self.embedding_model.model_name, self.dimension
+        recorded_name = recorded.get("embedding_model")
+        if recorded_name is None:
+            connection.executemany(
+                "INSERT OR REPLACE INTO store_meta (key, value) VALUES (?, ?)",
+                [("schema_version", SCHEMA_VERSION), ("embedding_model", name), ("embedding_dimension", str(dimension))],
+            )
+            return
+        recorded_dimension = recorded.get("embedding_dimension")
+        if recorded_name != name or recorded_dimension != str(dimension):
+            raise StoreError(
+                f"memory store {self.path} holds vectors made by embedding model {recorded_name!r} "
+                f"(dimension {recorded_dimension}), but it was opened with {name!r} (dimension {dimension}); "
+                "re-embed it with `memoryscope reembed --config ...` or point memory_store.path at another file"
+            )
+
+    def _connection(self) -> sqlite3.Connection:
+        """This thread's connection (created on first use)."""
+        if self._closed:
+            raise StoreError(f"memory store {self.path} is closed")
+        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
+        if connection is not None:
+            return connection
+        connection = sqlite3.connect(
+            self.path,
+            timeout=self.params.busy_timeout_s,
+            isolation_level=None,  # transactions are explicit: BEGIN IMMEDIATE for writes
+            check_same_thread=False,  # each thread has its own; `close()` may run on another thread
+        )
+        # NORMAL is durable against process crashes in WAL mode; only power loss may drop the last commits
+        connection.execute("PRAGMA synchronous = NORMAL")
+        self._local.connection = connection
+        with self._connections_lock:
+            self._close_connections_of_finished_threads()
+            self._connections.append((weakref.ref(threading.current_thread()), connection))
+        return connection
+
+    def _close_connections_of_finished_threads(self) -> None:
+        alive = []
+        for thread_ref, connection in self._connections:
+            thread = thread_ref()
+            if thread is None or not thread.is_alive():
+                connection.close()
+            else:
+                alive.append((thread_ref, connection))
+        self._connections = alive
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        """SQLite errors become StoreError naming the file."""
+        try:
+            yield
+        except sqlite3.Error as error:
+            raise StoreError(f"memory store {self.path}: {error}") from error
+
+    @contextmanager
+    def _write_transaction(self) -> Iterator[sqlite3.Connection]:
+        connection = self._connection()
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            yield connection
+            connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                connection.execute("ROLLBACK")
+            raise
+
+    def close(self) -> None:
+        self._closed = True
+        with self._connections_lock:
+            for _, connection in self._connections:
+                connection.close()
+            self._connections = []
+        self._cache.clear()
+
+    # ---- writing ------------------------------------------------------------------------------
+
+    def upsert(self, nodes: Sequence[MemoryNode], vectors: np.ndarray | None = None) -> None:
+        nodes = list(nodes)
+        for node in nodes:
+            if not isinstance(node, MemoryNode):
+                raise StoreError(f"upsert takes MemoryNode objects, got {type(node).__name__}")
+        given = None if vectors is None else self._unit_rows(vectors, len(nodes), "upsert vectors")
+        # a memory_id repeated in one batch: the last one wins, as if upserted one after another
+        last_index = {node.memory_id: index for index, node in enumerate(nodes)}
+        keep = sorted(last_index.values())
+        nodes = [nodes[index] for index in keep]
+        if not nodes:
+            return
+        rows = [node_to_row(node) for node in nodes]
+        words = [keyword_text(node) for node in nodes]
+        with self._errors():
+            if given is not None:
+                new_vectors = dict(enumerate(given[keep]))
+            else:
+                # embed outside the write lock; re-checked inside in case another writer changed a content
+                new_vectors = self._embed_changed(self._connection(), nodes, {})
+            with self._write_transaction() as connection:
+                if given is None:
+                    new_vectors = self._embed_changed(connection, nodes, new_vectors)
+                self._write_rows(connection, nodes, rows, words, new_vectors)
+
+    def _embed_changed(
+        self, connection: sqlite3.Connection, nodes: Sequence[MemoryNode], known: dict[int, np.ndarray]
+    ) -> dict[int, np.ndarray]:
+        """`known` plus passage vectors for nodes whose stored content differs (or that are new)."""
+        stored = dict(
+            connection.execute(
+                f"SELECT memory_id, content FROM memories WHERE memory_id IN {_IDS_PARAM}",
+                (json.dumps([node.memory_id for node in nodes]),),
+            ).fetchall()
+        )
+        missing = [index for index, node in enumerate(nodes) if index not in known and stored.get(node.memory_id) != node.content]
+        if not missing:
+            return known
+        embedded = self._passage_vectors([nodes[index].content for index in missing])
+        return {**known, **dict(zip(missing, embedded, strict=True))}
+
+    def _write_rows(
+        self,
+        connection: sqlite3.Connection,
+        nodes: Sequence[MemoryNode],
+        rows: Sequence[tuple[Any, ...]],
+        words: Sequence[str],
+        new_vectors: dict[int, np.ndarray],
+    ) -> None:
+        for index, (node, row, text) in enumerate(zip(nodes, rows, words, strict=True)):
+            row_id = connection.execute(_UPSERT, row).fetchall()[0][0]
+            connection.execute("DELETE FROM memory_words WHERE rowid = ?", (row_id,))
+            connection.execute(
+                "INSERT INTO memory_words (rowid, scope, words) VALUES (?, ?, ?)", (row_id, scope_token(node.user_name), text)
+            )
+            if index in new_vectors:
+                connection.execute(
+                    "INSERT OR REPLACE INTO memory_vectors (row_id, vector) VALUES (?, ?)",
+                    (row_id, new_vectors[index].astype(np.float32).tobytes()),
+                )
+        self._prune_change_log(connection)
+
+    def _prune_change_log(self, connection: sqlite3.Connection) -> None:
+        """Keep the change log bounded; matrices older than the cut reload instead of replaying."""
+        head = connection.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memory_changes'").fetchone()
+        pruned = connection.execute(
+            "SELECT CAST(value AS INTEGER) FROM store_meta WHERE key = 'changes_pruned_through'"
+        ).fetchone()
+        retain = self.params.change_log_retain
+        if head is None or head[0] - pruned[0] <= 2 * retain:
+            return
+        cut = head[0] - retain
+        connection.execute("DELETE FROM memory_changes WHERE seq <= ?", (cut,))
+        connection.execute("UPDATE store_meta SET value = ? WHERE key = 'changes_pruned_through'", (str(cut),))
+
+    def _passage_vectors(self, texts: Sequence[str]) -> np.ndarray:
+        return self._unit_rows(self.embedding_model.embed_passages(texts), len(texts), "embedding model output")
+
+    def _unit_rows(self, vectors: Any, count: int, what: str) -> np.ndarray:
+        """`vectors` as a (count, dimension) float32 matrix of unit rows (zero rows stay zero)."""
+        matrix = np.asarray(vectors, dtype=np.float32)
+        if matrix.ndim == 1 and count == 1:
+            matrix = matrix.reshape(1, -1)
+        if matrix.shape != (count, self.dimension):
+            raise StoreError(
+                f"{what}: expected shape ({count}, {self.dimension}) for {count} memories and embedding model "
+                f"{self.embedding_model.model_name!r}, got {matrix.shape}"
+            )
+        if not np.isfinite(matrix).all():
+            raise StoreError(f"{what}: vectors contain NaN or infinite values")
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        return matrix / np.where(norms > 0, norms, 1.0)
+
+    def update(self, memory_id: str, **changes: Any) -> MemoryNode:
+        unknown = sorted(set(changes) - UPDATABLE_FIELDS)
+        if unknown:
+            raise StoreError(
+                f"cannot update {', '.join(unknown)} of memory {memory_id!r}; "
+                f"updatable fields: {', '.join(sorted(UPDATABLE_FIELDS))}"
+            )
+        with self._errors(), self._write_transaction() as connection:
+            row = connection.execute(_SELECT_NODES + " WHERE memory_id = ?", (memory_id,)).fetchone()
+            if row is None:
+                raise StoreError(f"no memory {memory_id!r} in {self.path}")
+            old = node_from_row(row)
+            try:
+                new = old.replace(**{"updated_at": utc_now(), **changes})
+            except (TypeError, ValueError) as error:
+                raise StoreError(f"cannot update memory {memory_id!r}: {error}") from None
+            new_vectors = {}
+            if new.content != old.content:
+                new_vectors = {0: self._passage_vectors([new.content])[0]}
+            self._write_rows(connection, [new], [node_to_row(new)], [keyword_text(new)], new_vectors)
+        return new
+
+    def delete(self, memory_ids: Sequence[str]) -> int:
+        if not memory_ids:
+            return 0
+        with self._errors(), self._write_transaction() as connection:
+            cursor = connection.execute(f"DELETE FROM memories WHERE memory_id IN {_IDS_PARAM}", (json.dumps(list(memory_ids)),))
+            self._prune_change_log(connection)
+            return cursor.rowcount
+
+    def delete_by_filter(self, memory_filter: MemoryFilter) -> int:
+        validate_filter(memory_filter)
+        where, params = filter_sql(memory_filter)
+        with self._errors(), self._write_transaction() as connection:
+            cursor = connection.execute(f"DELETE FROM memories WHERE {where}", params)
+            self._prune_change_log(connection)
+            return cursor.rowcount
+
+    # ---- reading ------------------------------------------------------------------------------
+
+    def get(self, memory_ids: Sequence[str]) -> list[MemoryNode]:
+        if not memory_ids:
+            return []
+        with self._errors():
+            rows = (
+                self._connection()
+                .execute(_SELECT_NODES + f" WHERE memory_id IN {_IDS_PARAM}", (json.dumps(list(memory_ids)),))
+                .fetchall()
+            )
+        found = {row[0]: node_from_row(row) for row in rows}
+        return [found[memory_id] for memory_id in memory_ids if memory_id in found]
+
+    def scan(
+        self, memory_filter: MemoryFilter, *, limit: int = 100, offset: int = 0, newest_first: bool = True
+    ) -> list[MemoryNode]:
+        validate_filter(memory_filter)
+        if limit < 0 or offset < 0:
+            raise StoreError(f"scan: limit and offset must not be negative, got limit={limit}, offset={offset}")
+        where, params = filter_sql(memory_filter)
+        direction = "DESC" if newest_first else "ASC"
+        sql = f"{_SELECT_NODES} WHERE {where} ORDER BY created_at {direction}, memory_id {direction} LIMIT ? OFFSET ?"
+        with self._errors():
+            rows = self._connection().execute(sql, [*params, limit, offset]).fetchall()
+        return [node_from_row(row) for row in rows]
+
+    def count(self, memory_filter: MemoryFilter) -> int:
+        validate_filter(memory_filter)
+        where, params = filter_sql(memory_filter)
+        with self._errors():
+            return int(self._connection().execute(f"SELECT count(*) FROM memories WHERE {where}", params).fetchone()[0])
+
+    def search(
+        self,
+        memory_filter: MemoryFilter,
+        *,
+        query: str | None = None,
+        vector: np.ndarray | None = None,
+        mode: SearchMode = SearchMode.HYBRID,
+        top_k: int = 10,
+    ) -> list[MemoryNode]:
+        """Dense scores are cosines, keyword scores BM25 (higher is better), hybrid scores fused ranks.
+
+        Hybrid without a query (only `vector`) is dense ranking with fused scores.
+        """
+        validate_filter(memory_filter)
+        try:
+            mode = SearchMode(mode)
+        except ValueError:
+            raise StoreError(f"unknown search mode {mode!r}; use one of {', '.join(m.value for m in SearchMode)}") from None
+        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+            raise StoreError(f"search: top_k must be a positive integer, got {top_k!r}")
+        if mode is SearchMode.KEYWORD and not query:
+            raise StoreError("keyword search needs a query text")
+        if query is None and vector is None:
+            raise StoreError(f"{mode.value} search needs a query text or a query vector")
+        with self._errors():
+            connection = self._connection()
+            if mode is SearchMode.DENSE:
+                ranked = self._dense(connection, memory_filter, query, vector, top_k)
+            elif mode is SearchMode.KEYWORD:
+                ranked = self._keyword(connection, memory_filter, query or "", top_k)
+            else:
+                depth = max(top_k, self.params.hybrid_candidates)
+                lists = [[row_id for row_id, _ in self._dense(connection, memory_filter, query, vector, depth)]]
+                if query:
+                    lists.append([row_id for row_id, _ in self._keyword(connection, memory_filter, query, depth)])
+                ranked = reciprocal_rank_fusion(lists)[:top_k]
+            nodes = self._nodes_by_row_id(connection, [row_id for row_id, _ in ranked])
+        return [nodes[row_id].with_score(score) for row_id, score in ranked if row_id in nodes]
+
+    def _dense(
+        self,
+        connection: sqlite3.Connection,
+        memory_filter: MemoryFilter,
+        query: str | None,
+        vector: np.ndarray | None,
+        top_k: int,
+    ) -> list[tuple[int, float]]:
+        if vector is not None:
+            query_vector = self._unit_rows(vector, 1, "search vector")[0]
+        else:
+            query_vector = self._unit_rows(self.embedding_model.embed_queries([query or ""]), 1, "embedding model output")[0]
+        allowed = None
+        if memory_filter.memory_ids is not None:
+            allowed = [
+                row_id
+                for (row_id,) in connection.execute(
+                    f"SELECT row_id FROM memories WHERE user_name = ? AND memory_id IN {_IDS_PARAM}",
+                    (memory_filter.user_name, json.dumps(list(memory_filter.memory_ids))),
+                )
+            ]
+        matrix = self._cache.matrix(memory_filter.user_name)
+        with matrix.lock:
+            refresh(connection, matrix, memory_filter.user_name)
+            return matrix.nearest(query_vector, matrix.mask(memory_filter, allowed), top_k)
+
+    def _keyword(
+        self, connection: sqlite3.Connection, memory_filter: MemoryFilter, query: str, top_k: int
+    ) -> list[tuple[int, float]]:
+        terms = list(dict.fromkeys(content_words(query) or tokenize(query)))
+        if not terms:
+            return []
+        phrases = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+        match = f'scope : "{scope_token(memory_filter.user_name)}" AND words : ({phrases})'
+        where, params = filter_sql(memory_filter, table="m")
+        # CROSS JOIN keeps FTS as the outer loop: walk the user's matching postings, then check filters
+        sql = (
+            "SELECT m.row_id, -bm25(memory_words, 0.0, 1.0) AS score "
+            "FROM memory_words CROSS JOIN memories AS m ON m.row_id = memory_words.rowid "
+            f"WHERE memory_words MATCH ? AND {where} ORDER BY score DESC, m.row_id LIMIT ?"
+        )
+        rows = connection.execute(sql, [match, *params, top_k]).fetchall()
+        return [(int(row_id), float(score)) for row_id, score in rows]
+
+    def _nodes_by_row_id(self, connection: sqlite3.Connection, row_ids: Sequence[int]) -> dict[int, MemoryNode]:
+        if not row_ids:
+            return {}
+        rows = connection.execute(
+            f"SELECT row_id, {_NODE_COLUMNS_SQL} FROM memories WHERE row_id IN {_IDS_PARAM}", (json.dumps(list(row_ids)),)
+        ).fetchall()
+        return {row[0]: node_from_row(row[1:]) for row in rows}

@@ -1,0 +1,1 @@
+"""Test helpers shipped with MemoryScope: the store contract suite, fakes and builders."""

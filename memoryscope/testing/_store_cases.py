@@ -1,0 +1,129 @@
+"""Filter cases for the store contract: a mixed population and, per filter, what it must select.
+
+Each case states its expectation as a plain Python predicate over nodes, so a backend's answer
+(SQL, numpy masks, Elasticsearch queries) is checked against an independent reading of
+`MemoryFilter`'s documented meaning.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+
+from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
+from memoryscope.stores.base import MemoryFilter, TimeRange
+
+__all__ = ["BASE_TIME", "FILTER_CASES", "FilterCase", "filter_population"]
+
+_TYPES = (MemoryType.OBSERVATION, MemoryType.INSIGHT, MemoryType.CONVERSATION, MemoryType.OBS_CUSTOMIZED)
+BASE_TIME = datetime(2024, 10, 26, 21, 26, 20, 123456, tzinfo=timezone(timedelta(hours=8)))
+_BASE = BASE_TIME
+
+
+def filter_population(base: datetime = _BASE) -> list[MemoryNode]:
+    """12 memories of ann and 4 of bob whose fields vary independently; every content has "memo"."""
+    nodes = []
+    for user_name, count in (("ann", 12), ("bob", 4)):
+        for index in range(count):
+            nodes.append(
+                MemoryNode(
+                    user_name=user_name,
+                    memory_id=f"{user_name}-{index:02d}",
+                    content=f"memo number {index} of {user_name}",
+                    target_name="friend" if index % 3 == 0 else "",
+                    workspace="w2" if index % 2 == 1 else "",
+                    memory_type=_TYPES[index % 4],
+                    status=MemoryStatus.EXPIRED if index % 5 == 4 else MemoryStatus.VALID,
+                    reflected=index % 2 == 0,
+                    updated=index % 3 == 1,
+                    created_at=base + timedelta(hours=index),
+                    updated_at=base + timedelta(hours=2 * index + 1),
+                    event_time=None if index % 3 == 2 else base - timedelta(days=index),
+                    message_time=None if index % 4 == 3 else base + timedelta(minutes=index),
+                )
+            )
+    return nodes
+
+
+@dataclass(frozen=True)
+class FilterCase:
+    name: str
+    memory_filter: MemoryFilter
+    predicate: Callable[[MemoryNode], bool]
+
+    def matches(self, node: MemoryNode) -> bool:
+        return node.user_name == self.memory_filter.user_name and self.predicate(node)
+
+
+def _in_range(field: str, start: datetime | None, end: datetime | None) -> Callable[[MemoryNode], bool]:
+    def predicate(node: MemoryNode) -> bool:
+        moment = getattr(node, field)
+        if moment is None:
+            return False
+        return (start is None or moment >= start) and (end is None or moment < end)
+
+    return predicate
+
+
+def _case(name: str, predicate: Callable[[MemoryNode], bool], **fields: object) -> FilterCase:
+    return FilterCase(name, MemoryFilter(user_name="ann", **fields), predicate)  # type: ignore[arg-type]  # fields typed by MemoryFilter
+
+
+FILTER_CASES: list[FilterCase] = [
+    _case("user_only", lambda node: True),
+    _case("target_name", lambda node: node.target_name == "friend", target_name="friend"),
+    _case("empty_target_name", lambda node: node.target_name == "", target_name=""),
+    _case("workspace", lambda node: node.workspace == "w2", workspace="w2"),
+    _case("one_type", lambda node: node.memory_type is MemoryType.INSIGHT, memory_types=(MemoryType.INSIGHT,)),
+    _case(
+        "two_types",
+        lambda node: node.memory_type in (MemoryType.OBSERVATION, MemoryType.OBS_CUSTOMIZED),
+        memory_types=(MemoryType.OBSERVATION, MemoryType.OBS_CUSTOMIZED),
+    ),
+    _case("no_types", lambda node: False, memory_types=()),
+    _case("status_expired", lambda node: node.status is MemoryStatus.EXPIRED, status=MemoryStatus.EXPIRED),
+    _case("status_valid", lambda node: node.status is MemoryStatus.VALID, status=MemoryStatus.VALID),
+    _case("reflected", lambda node: node.reflected, reflected=True),
+    _case("not_reflected", lambda node: not node.reflected, reflected=False),
+    _case("updated", lambda node: node.updated, updated=True),
+    _case("not_updated", lambda node: not node.updated, updated=False),
+    _case(
+        "memory_ids",
+        lambda node: node.memory_id in ("ann-01", "ann-07"),
+        memory_ids=("ann-01", "ann-07", "bob-01", "unknown"),
+    ),
+    _case(
+        "event_time_between",
+        _in_range("event_time", _BASE - timedelta(days=7), _BASE - timedelta(days=1)),
+        time_range=TimeRange("event_time", _BASE - timedelta(days=7), _BASE - timedelta(days=1)),
+    ),
+    _case(
+        "event_time_before",
+        _in_range("event_time", None, _BASE - timedelta(days=5)),
+        time_range=TimeRange("event_time", end=_BASE - timedelta(days=5)),
+    ),
+    _case("event_time_known", _in_range("event_time", None, None), time_range=TimeRange("event_time")),
+    _case(
+        "message_time_from",
+        _in_range("message_time", _BASE + timedelta(minutes=4), None),
+        time_range=TimeRange("message_time", start=_BASE + timedelta(minutes=4)),
+    ),
+    _case(
+        "created_at_between",
+        _in_range("created_at", _BASE + timedelta(hours=2), _BASE + timedelta(hours=6)),
+        time_range=TimeRange("created_at", _BASE + timedelta(hours=2), _BASE + timedelta(hours=6)),
+    ),
+    _case(
+        "updated_at_from",
+        _in_range("updated_at", _BASE + timedelta(hours=10), None),
+        time_range=TimeRange("updated_at", start=_BASE + timedelta(hours=10)),
+    ),
+    _case(
+        "combined",
+        lambda node: node.target_name == "friend" and node.status is MemoryStatus.VALID and node.reflected,
+        target_name="friend",
+        status=MemoryStatus.VALID,
+        reflected=True,
+    ),
+]

@@ -1,0 +1,476 @@
+"""The behaviour every memory store must show, as one pytest suite each backend runs.
+
+A backend's test module subclasses `StoreContract` and provides two fixtures and, optionally,
+a `reopen` hook::
+
+    class TestSqliteStore(StoreContract):
+        @pytest.fixture
+        def store(self, tmp_path, embedding_model):
+            with SqliteMemoryStore(path=tmp_path / "m.db", embedding_model=embedding_model) as store:
+                yield store
+
+        def reopen(self, store, embedding_model):
+            return SqliteMemoryStore(path=store.path, embedding_model=embedding_model)
+
+- `embedding_model`: a real embedding model (the offline `LocalEmbedding` is fast enough); the
+  suite embeds real sentences to check that the closest meaning ranks first.
+- `store`: a fresh, empty store built with that model, closed after the test.
+- `reopen(store, embedding_model)`: a second store over the same data built with another model
+  (the suite closes it). Backends without one skip the tests that need it.
+
+Most tests pass precomputed vectors, so the suite stays fast; only the semantic tests embed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import numpy as np
+import pytest
+
+from memoryscope.errors import StoreError
+from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
+from memoryscope.models.base import EmbeddingModel
+from memoryscope.stores.base import MemoryFilter, MemoryStore, SearchMode, TimeRange
+from memoryscope.stores.fusion import reciprocal_rank_fusion
+from memoryscope.testing._store_cases import BASE_TIME, FILTER_CASES, FilterCase, filter_population
+
+__all__ = ["BASE_TIME", "RenamedEmbedding", "StoreContract", "make_node", "unit_vectors"]
+
+ENGLISH = {
+    "guitar": "I play the guitar in a jazz band on weekends",
+    "pasta": "My favourite food is homemade Italian pasta",
+    "cat": "My cat is called Zorblax",
+    "running": "I go running every morning before work",
+    "kyoto": "We visited Kyoto in Japan last spring",
+}
+CHINESE = {"guitar": "我喜欢弹吉他", "running": "我每天早上跑步", "hiking": "周末和朋友去爬山", "hotpot": "我最喜欢吃四川火锅"}
+
+
+def make_node(content: str = "likes green tea", user_name: str = "ann", **fields: Any) -> MemoryNode:
+    """A node with a fixed creation time (`BASE_TIME`) unless `fields` say otherwise."""
+    fields.setdefault("created_at", BASE_TIME)
+    fields.setdefault("updated_at", BASE_TIME)
+    return MemoryNode(user_name=user_name, content=content, **fields)
+
+
+def unit_vectors(count: int, dimension: int, seed: int = 0) -> np.ndarray:
+    """`count` random unit vectors (float32), reproducible by `seed`."""
+    vectors = np.random.default_rng(seed).standard_normal((count, dimension)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+class RenamedEmbedding(EmbeddingModel):
+    """A real model under another name (and, when `dimension` is smaller, truncated vectors):
+    stands in for "a different embedding model" in the model-mismatch tests."""
+
+    backend = "renamed"
+
+    def __init__(self, inner: EmbeddingModel, model_name: str, dimension: int | None = None) -> None:
+        super().__init__(model_name)
+        self._inner = inner
+        self._dimension = dimension or inner.dimension
+
+    @property
+    def dimension(self) -> int:
+        return self._dimension
+
+    def _cut(self, vectors: np.ndarray) -> np.ndarray:
+        cut = vectors[:, : self._dimension]
+        return cut / np.maximum(np.linalg.norm(cut, axis=1, keepdims=True), 1e-12)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._cut(self._inner.embed_queries(texts))
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return self._cut(self._inner.embed_passages(texts))
+
+
+def _ids(nodes: Sequence[MemoryNode]) -> list[str]:
+    return [node.memory_id for node in nodes]
+
+
+def _calls(model: EmbeddingModel) -> float:
+    return model.usage.snapshot()["calls"]
+
+
+class StoreContract:
+    """Subclass with `store` and `embedding_model` fixtures (and optionally `reopen`)."""
+
+    ann = MemoryFilter(user_name="ann")
+
+    def reopen(self, store: MemoryStore, embedding_model: EmbeddingModel) -> MemoryStore:
+        pytest.skip(f"{type(self).__name__} has no reopen hook")
+
+    def upsert_with_random_vectors(self, store: MemoryStore, nodes: Sequence[MemoryNode], seed: int = 0) -> np.ndarray:
+        dimension = self._dimension(store)
+        vectors = unit_vectors(len(nodes), dimension, seed)
+        store.upsert(nodes, vectors=vectors)
+        return vectors
+
+    def _dimension(self, store: MemoryStore) -> int:
+        return int(store.embedding_model.dimension)  # type: ignore[attr-defined]  # every store built with a model has it
+
+    def upsert_sentences(self, store: MemoryStore, sentences: dict[str, str], user_name: str = "ann") -> dict[str, MemoryNode]:
+        nodes = {name: make_node(text, user_name=user_name, memory_id=f"{user_name}-{name}") for name, text in sentences.items()}
+        store.upsert(list(nodes.values()))
+        return nodes
+
+    # ---- writing and reading back -------------------------------------------------------------
+
+    def test_upsert_then_get_round_trips_every_field(self, store: MemoryStore) -> None:
+        shanghai = timezone(timedelta(hours=8))
+        node = MemoryNode(
+            user_name="ann",
+            target_name="bob",
+            workspace="assistant-7",
+            memory_type=MemoryType.INSIGHT,
+            content="Ann 喜欢弹吉他 and plays on Saturdays",
+            key="hobby",
+            value="guitar",
+            status=MemoryStatus.EXPIRED,
+            superseded_by="newer-id",
+            created_at=datetime(2024, 10, 26, 21, 26, 20, 123456, tzinfo=shanghai),
+            updated_at=datetime(2024, 10, 27, 8, 0, 0, 999999, tzinfo=timezone.utc),
+            event_time=datetime(2024, 10, 19, 0, 0, tzinfo=shanghai),
+            message_time=datetime(2024, 10, 26, 13, 26, 20, 5, tzinfo=timezone.utc),
+            source_message_ids=("m1", "m2"),
+            reflected=True,
+            updated=True,
+            access_count=3,
+            last_accessed_at=datetime(2024, 11, 1, 12, 0, 0, 1, tzinfo=timezone.utc),
+            meta={"source": "chat", "nested": {"n": 1, "ok": True, "tags": ["a", "乙"]}, "none": None},
+        )
+        self.upsert_with_random_vectors(store, [node])
+        [back] = store.get([node.memory_id])
+        assert back == node
+        assert back.score is None
+        assert isinstance(back.memory_type, MemoryType) and isinstance(back.status, MemoryStatus)
+        assert isinstance(back.source_message_ids, tuple)
+        for name in ("created_at", "updated_at", "event_time", "message_time", "last_accessed_at"):
+            assert getattr(back, name).utcoffset() is not None, name
+
+    def test_get_keeps_asked_order_and_skips_missing(self, store: MemoryStore) -> None:
+        nodes = [make_node(f"fact {index}", memory_id=f"id-{index}") for index in range(3)]
+        self.upsert_with_random_vectors(store, nodes)
+        assert _ids(store.get(["id-2", "missing", "id-0"])) == ["id-2", "id-0"]
+        assert store.get([]) == []
+
+    def test_upsert_replaces_a_node_with_the_same_id(self, store: MemoryStore) -> None:
+        node = make_node("likes coffee", memory_id="same")
+        self.upsert_with_random_vectors(store, [node])
+        self.upsert_with_random_vectors(store, [node.replace(content="likes tea", access_count=5)], seed=1)
+        assert store.count(self.ann) == 1
+        [back] = store.get(["same"])
+        assert (back.content, back.access_count) == ("likes tea", 5)
+
+    def test_upsert_embeds_missing_vectors_in_one_batch(self, store: MemoryStore, embedding_model: EmbeddingModel) -> None:
+        before = _calls(embedding_model)
+        nodes = self.upsert_sentences(store, ENGLISH)
+        assert _calls(embedding_model) - before == 1
+        passage = embedding_model.embed_passages([ENGLISH["kyoto"]])[0]
+        [best] = store.search(self.ann, vector=passage, mode=SearchMode.DENSE, top_k=1)
+        assert best.memory_id == nodes["kyoto"].memory_id
+        assert best.score == pytest.approx(1.0, abs=1e-4)
+
+    def test_upsert_with_vectors_does_not_embed(self, store: MemoryStore, embedding_model: EmbeddingModel) -> None:
+        before = _calls(embedding_model)
+        self.upsert_with_random_vectors(store, [make_node("a"), make_node("b")])
+        assert _calls(embedding_model) == before
+
+    def test_upsert_keeps_the_stored_vector_when_content_is_unchanged(
+        self, store: MemoryStore, embedding_model: EmbeddingModel
+    ) -> None:
+        node = make_node("likes coffee")
+        [vector] = self.upsert_with_random_vectors(store, [node], seed=7)
+        before = _calls(embedding_model)
+        store.upsert([node.replace(meta={"seen": 2}, reflected=True)])
+        assert _calls(embedding_model) == before
+        [best] = store.search(self.ann, vector=vector, mode=SearchMode.DENSE, top_k=1)
+        assert best.memory_id == node.memory_id and best.score == pytest.approx(1.0, abs=1e-4)
+        assert best.meta == {"seen": 2}
+
+    def test_upsert_reembeds_changed_content(self, store: MemoryStore, embedding_model: EmbeddingModel) -> None:
+        node = make_node("likes coffee")
+        self.upsert_with_random_vectors(store, [node])
+        store.upsert([node.replace(content=ENGLISH["pasta"])])
+        passage = embedding_model.embed_passages([ENGLISH["pasta"]])[0]
+        [best] = store.search(self.ann, vector=passage, mode=SearchMode.DENSE, top_k=1)
+        assert best.score == pytest.approx(1.0, abs=1e-4)
+
+    def test_batch_with_wrong_vectors_writes_nothing(self, store: MemoryStore) -> None:
+        existing = make_node("old content", memory_id="existing")
+        self.upsert_with_random_vectors(store, [existing])
+        batch = [existing.replace(content="new content"), make_node("a"), make_node("b")]
+        dimension = self._dimension(store)
+        with pytest.raises(StoreError):
+            store.upsert(batch, vectors=unit_vectors(3, dimension + 1))
+        with pytest.raises(StoreError):
+            store.upsert(batch, vectors=unit_vectors(2, dimension))
+        assert store.count(self.ann) == 1
+        assert store.get(["existing"])[0].content == "old content"
+
+    def test_batch_with_an_unstorable_node_writes_nothing(self, store: MemoryStore) -> None:
+        existing = make_node("old content", memory_id="existing")
+        self.upsert_with_random_vectors(store, [existing])
+        batch = [existing.replace(content="new content"), make_node("a"), make_node("b", meta={"bad": object()})]
+        with pytest.raises(StoreError):
+            self.upsert_with_random_vectors(store, batch)
+        assert store.count(self.ann) == 1
+        assert store.get(["existing"])[0].content == "old content"
+
+    def test_upsert_of_nothing_is_a_no_op(self, store: MemoryStore) -> None:
+        store.upsert([])
+        assert store.count(self.ann) == 0
+
+    # ---- update and delete ----------------------------------------------------------------------
+
+    def test_update_changes_fields_and_bumps_updated_at(self, store: MemoryStore) -> None:
+        node = make_node("likes coffee")
+        self.upsert_with_random_vectors(store, [node])
+        changed = store.update(node.memory_id, status=MemoryStatus.EXPIRED, superseded_by="x", reflected=True)
+        assert (changed.status, changed.superseded_by, changed.reflected) == (MemoryStatus.EXPIRED, "x", True)
+        assert changed.updated_at > node.updated_at
+        assert store.get([node.memory_id]) == [changed]
+
+    def test_update_keeps_an_explicit_updated_at(self, store: MemoryStore) -> None:
+        node = make_node("likes coffee")
+        self.upsert_with_random_vectors(store, [node])
+        moment = BASE_TIME + timedelta(days=1)
+        assert store.update(node.memory_id, updated_at=moment).updated_at == moment
+
+    def test_update_of_content_reembeds(self, store: MemoryStore, embedding_model: EmbeddingModel) -> None:
+        node = make_node("likes coffee")
+        self.upsert_with_random_vectors(store, [node])
+        store.update(node.memory_id, content=ENGLISH["cat"])
+        passage = embedding_model.embed_passages([ENGLISH["cat"]])[0]
+        [best] = store.search(self.ann, vector=passage, mode=SearchMode.DENSE, top_k=1)
+        assert best.content == ENGLISH["cat"] and best.score == pytest.approx(1.0, abs=1e-4)
+        assert _ids(store.search(self.ann, query="Zorblax", mode=SearchMode.KEYWORD)) == [node.memory_id]
+
+    def test_update_refuses_unknown_fields_scores_and_missing_nodes(self, store: MemoryStore) -> None:
+        node = make_node("likes coffee")
+        self.upsert_with_random_vectors(store, [node])
+        with pytest.raises(StoreError, match="colour"):
+            store.update(node.memory_id, colour="red")
+        with pytest.raises(StoreError, match="score"):
+            store.update(node.memory_id, score=0.5)  # scores belong to search results, not to stored memories
+        with pytest.raises(StoreError, match="no-such-id"):
+            store.update("no-such-id", reflected=True)
+        assert store.get([node.memory_id]) == [node]
+
+    def test_delete_returns_how_many_existed(self, store: MemoryStore) -> None:
+        nodes = [make_node(f"fact {index}") for index in range(3)]
+        self.upsert_with_random_vectors(store, nodes)
+        assert store.delete([nodes[0].memory_id, "missing", nodes[1].memory_id]) == 2
+        assert _ids(store.scan(self.ann)) == [nodes[2].memory_id]
+        assert store.delete([]) == 0
+
+    def test_deleted_nodes_leave_every_search(self, store: MemoryStore) -> None:
+        nodes = [make_node(f"memo {index}") for index in range(3)]
+        vectors = self.upsert_with_random_vectors(store, nodes)
+        assert len(store.search(self.ann, vector=vectors[0], mode=SearchMode.DENSE)) == 3  # warms any cache
+        store.delete([nodes[0].memory_id])
+        for mode in SearchMode:
+            found = _ids(store.search(self.ann, query="memo", vector=vectors[0], mode=mode))
+            assert nodes[0].memory_id not in found and len(found) == 2, mode
+
+    # ---- scan, count and filters -----------------------------------------------------------------
+
+    def test_scan_pages_are_complete_and_stable(self, store: MemoryStore) -> None:
+        # groups of three share a creation time, so paging must break ties by id
+        nodes = [
+            make_node(f"fact {index}", memory_id=f"id-{(index * 7) % 23:02d}", created_at=BASE_TIME + timedelta(seconds=index // 3))
+            for index in range(23)
+        ]
+        self.upsert_with_random_vectors(store, nodes)
+        for newest_first in (True, False):
+            expected = sorted(nodes, key=lambda node: (node.created_at, node.memory_id), reverse=newest_first)
+            pages = [store.scan(self.ann, limit=5, offset=offset, newest_first=newest_first) for offset in range(0, 25, 5)]
+            assert [len(page) for page in pages] == [5, 5, 5, 5, 3]
+            assert [node.memory_id for page in pages for node in page] == _ids(expected)
+        assert store.scan(self.ann, limit=5, offset=30) == []
+
+    @pytest.mark.parametrize("case", FILTER_CASES, ids=[case.name for case in FILTER_CASES])
+    def test_every_filter_field_is_honoured(self, store: MemoryStore, case: FilterCase) -> None:
+        nodes = filter_population(BASE_TIME)
+        vectors = self.upsert_with_random_vectors(store, nodes)
+        expected = {node.memory_id for node in nodes if case.matches(node)}
+        assert expected or case.name == "no_types", "a case should select something"
+        assert {node.memory_id for node in store.scan(case.memory_filter, limit=1000)} == expected
+        assert store.count(case.memory_filter) == len(expected)
+        for mode in SearchMode:
+            found = store.search(case.memory_filter, query="memo", vector=vectors[0], mode=mode, top_k=100)
+            assert {node.memory_id for node in found} == expected, mode
+
+    @pytest.mark.parametrize("case", FILTER_CASES, ids=[case.name for case in FILTER_CASES])
+    def test_delete_by_filter_deletes_exactly_the_matches(self, store: MemoryStore, case: FilterCase) -> None:
+        nodes = filter_population(BASE_TIME)
+        self.upsert_with_random_vectors(store, nodes)
+        expected = {node.memory_id for node in nodes if case.matches(node)}
+        assert store.delete_by_filter(case.memory_filter) == len(expected)
+        remaining = {node.memory_id for user in ("ann", "bob") for node in store.scan(MemoryFilter(user), limit=1000)}
+        assert remaining == {node.memory_id for node in nodes} - expected
+
+    def test_filters_refuse_unknown_time_fields_and_naive_times(self, store: MemoryStore) -> None:
+        with pytest.raises(StoreError, match="when"):
+            store.scan(MemoryFilter("ann", time_range=TimeRange(field="when")))
+        with pytest.raises(StoreError, match="timezone"):
+            store.count(MemoryFilter("ann", time_range=TimeRange(start=datetime(2024, 1, 1))))  # noqa: DTZ001  # naive on purpose
+
+    # ---- isolation -----------------------------------------------------------------------------
+
+    def test_users_targets_and_workspaces_never_mix(self, store: MemoryStore) -> None:
+        scopes = [("ann", "", ""), ("bob", "", ""), ("ann", "carol", ""), ("ann", "", "w2")]
+        nodes = [
+            make_node(f"memo about guitars number {index}", user_name=user, target_name=target, workspace=workspace)
+            for user, target, workspace in scopes
+            for index in range(3)
+        ]
+        vectors = self.upsert_with_random_vectors(store, nodes)
+        for user, target, workspace in scopes:
+            memory_filter = MemoryFilter(user, target_name=target, workspace=workspace)
+            expected = {n.memory_id for n in nodes if (n.user_name, n.target_name, n.workspace) == (user, target, workspace)}
+            assert {n.memory_id for n in store.scan(memory_filter)} == expected
+            assert store.count(memory_filter) == 3
+            for mode in SearchMode:
+                found = store.search(memory_filter, query="guitars memo", vector=vectors[0], mode=mode, top_k=50)
+                assert {n.memory_id for n in found} == expected, (mode, user, target, workspace)
+        assert store.delete_by_filter(MemoryFilter("bob")) == 3
+        assert store.count(self.ann) == 9
+        assert store.search(MemoryFilter("bob"), query="guitars", vector=vectors[0]) == []
+        assert store.search(MemoryFilter("nobody"), query="guitars", vector=vectors[0]) == []
+
+    # ---- search --------------------------------------------------------------------------------
+
+    @pytest.mark.parametrize(
+        ("query", "expected"),
+        [
+            ("playing a musical instrument", "guitar"),
+            ("cooking Italian food", "pasta"),
+            ("a trip to Japan", "kyoto"),
+            ("pet animal", "cat"),
+        ],
+    )
+    def test_dense_search_ranks_the_closest_meaning_first(self, store: MemoryStore, query: str, expected: str) -> None:
+        nodes = self.upsert_sentences(store, ENGLISH)
+        found = store.search(self.ann, query=query, mode=SearchMode.DENSE, top_k=5)
+        assert found[0].memory_id == nodes[expected].memory_id
+        self.assert_best_first(found, 5)
+        assert all(-1.0 <= node.score <= 1.0 + 1e-6 for node in found if node.score is not None)
+
+    @pytest.mark.parametrize(("query", "expected"), [("乐器", "guitar"), ("吃什么", "hotpot"), ("运动锻炼", "running")])
+    def test_dense_search_in_chinese(self, store: MemoryStore, query: str, expected: str) -> None:
+        nodes = self.upsert_sentences(store, CHINESE)
+        assert store.search(self.ann, query=query, mode=SearchMode.DENSE, top_k=1)[0].memory_id == nodes[expected].memory_id
+
+    def test_keyword_search_finds_exact_words(self, store: MemoryStore) -> None:
+        nodes = self.upsert_sentences(store, ENGLISH)
+        found = store.search(self.ann, query="Zorblax", mode=SearchMode.KEYWORD)
+        assert _ids(found) == [nodes["cat"].memory_id]
+        assert found[0].score is not None and found[0].score > 0
+        assert store.search(self.ann, query="violin", mode=SearchMode.KEYWORD) == []
+        both = store.search(self.ann, query="the guitar and Kyoto", mode=SearchMode.KEYWORD)
+        assert set(_ids(both)) == {nodes["guitar"].memory_id, nodes["kyoto"].memory_id}
+        self.assert_best_first(both, 2)
+
+    def test_keyword_search_in_chinese(self, store: MemoryStore) -> None:
+        nodes = self.upsert_sentences(store, CHINESE)
+        assert _ids(store.search(self.ann, query="吉他", mode=SearchMode.KEYWORD)) == [nodes["guitar"].memory_id]
+        found = store.search(self.ann, query="用户喜欢弹吉他吗", mode=SearchMode.KEYWORD)
+        assert found[0].memory_id == nodes["guitar"].memory_id
+
+    def test_keyword_scores_rank_rarer_and_repeated_words_higher(self, store: MemoryStore) -> None:
+        nodes = [
+            make_node("tea tea tea and cake", memory_id="many"),
+            make_node("tea and a long list of other things to do today", memory_id="once"),
+            make_node("cake only", memory_id="cake"),
+        ]
+        self.upsert_with_random_vectors(store, nodes)
+        assert _ids(store.search(self.ann, query="tea", mode=SearchMode.KEYWORD)) == ["many", "once"]
+
+    def test_hybrid_is_the_rank_fusion_of_dense_and_keyword(self, store: MemoryStore) -> None:
+        nodes = self.upsert_sentences(store, ENGLISH)
+        query = "Zorblax and the guitar"
+        dense = _ids(store.search(self.ann, query=query, mode=SearchMode.DENSE, top_k=5))
+        keyword = _ids(store.search(self.ann, query=query, mode=SearchMode.KEYWORD, top_k=5))
+        hybrid = store.search(self.ann, query=query, mode=SearchMode.HYBRID, top_k=5)
+        fused = reciprocal_rank_fusion([dense, keyword], k=60)
+        assert _ids(hybrid) == [item for item, _ in fused]
+        assert [node.score for node in hybrid] == pytest.approx([score for _, score in fused])
+        assert set(_ids(hybrid[:2])) == {nodes["cat"].memory_id, nodes["guitar"].memory_id}
+
+    def test_search_with_a_precomputed_vector_does_not_embed(self, store: MemoryStore, embedding_model: EmbeddingModel) -> None:
+        nodes = self.upsert_sentences(store, ENGLISH)
+        vector = embedding_model.embed_query("cooking Italian food")
+        before = _calls(embedding_model)
+        for mode in (SearchMode.DENSE, SearchMode.HYBRID):
+            found = store.search(self.ann, query="cooking Italian food", vector=vector, mode=mode, top_k=3)
+            assert found[0].memory_id == nodes["pasta"].memory_id
+        assert _ids(store.search(self.ann, vector=vector, mode=SearchMode.HYBRID, top_k=1)) == [nodes["pasta"].memory_id]
+        assert _calls(embedding_model) == before
+
+    def test_search_time_range_excludes_other_and_unknown_times(self, store: MemoryStore) -> None:
+        days = [-10, -5, -1, None]
+        nodes = [
+            make_node(f"memo {index}", event_time=None if day is None else BASE_TIME + timedelta(days=day))
+            for index, day in enumerate(days)
+        ]
+        vectors = self.upsert_with_random_vectors(store, nodes)
+        recent = MemoryFilter("ann", time_range=TimeRange("event_time", BASE_TIME - timedelta(days=6), BASE_TIME))
+        for mode in SearchMode:
+            found = store.search(recent, query="memo", vector=vectors[3], mode=mode)
+            assert set(_ids(found)) == {nodes[1].memory_id, nodes[2].memory_id}, mode
+
+    def test_search_respects_top_k(self, store: MemoryStore) -> None:
+        nodes = [make_node(f"memo {index}") for index in range(8)]
+        vectors = self.upsert_with_random_vectors(store, nodes)
+        for mode in SearchMode:
+            found = store.search(self.ann, query="memo", vector=vectors[0], mode=mode, top_k=3)
+            assert len(found) == 3, mode
+            self.assert_best_first(found, 3)
+
+    def test_search_refuses_what_it_cannot_do(self, store: MemoryStore) -> None:
+        self.upsert_with_random_vectors(store, [make_node("memo")])
+        dimension = self._dimension(store)
+        refusals: list[Callable[[], object]] = [
+            lambda: store.search(self.ann, mode=SearchMode.DENSE),
+            lambda: store.search(self.ann, vector=np.ones(dimension), mode=SearchMode.KEYWORD),
+            lambda: store.search(self.ann, vector=np.ones(dimension + 1), mode=SearchMode.DENSE),
+            lambda: store.search(self.ann, query="memo", top_k=0),
+        ]
+        for refusal in refusals:
+            with pytest.raises(StoreError):
+                refusal()
+
+    @staticmethod
+    def assert_best_first(found: Sequence[MemoryNode], count: int) -> None:
+        assert len(found) == count
+        scores = [node.score for node in found]
+        assert all(score is not None for score in scores)
+        assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]  # None ruled out just above
+
+    # ---- the embedding model the vectors were made with ------------------------------------------
+
+    def test_reopen_with_the_same_model_keeps_everything(self, store: MemoryStore, embedding_model: EmbeddingModel) -> None:
+        nodes = self.upsert_sentences(store, ENGLISH)
+        with self.reopen(store, embedding_model) as reopened:
+            assert reopened.get(_ids(list(nodes.values()))) == list(nodes.values())
+            [best] = reopened.search(self.ann, query="pet animal", mode=SearchMode.DENSE, top_k=1)
+            assert best.memory_id == nodes["cat"].memory_id
+
+    @pytest.mark.parametrize("change", ["name", "dimension"])
+    def test_another_embedding_model_is_refused(self, store: MemoryStore, embedding_model: EmbeddingModel, change: str) -> None:
+        self.upsert_with_random_vectors(store, [make_node("memo")])
+        if change == "name":
+            other = RenamedEmbedding(embedding_model, "another-model")
+        else:
+            other = RenamedEmbedding(embedding_model, embedding_model.model_name, dimension=embedding_model.dimension // 2)
+        with pytest.raises(StoreError) as caught:
+            self.reopen(store, other).close()
+        message = str(caught.value)
+        assert embedding_model.model_name in message and other.model_name in message
+        assert str(embedding_model.dimension) in message and str(other.dimension) in message
+        assert "memoryscope reembed" in message

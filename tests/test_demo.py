@@ -1,0 +1,19 @@
+"""The README's main job: `memoryscope demo`, offline."""
+
+from __future__ import annotations
+
+import re
+
+from memoryscope.demo import run_demo
+
+
+def test_demo_remembers_the_conversation_and_answers_with_time_stamped_memories() -> None:
+    lines: list[str] = []
+    assert run_demo(echo=lines.append) == 0
+    text = "\n".join(lines)
+    assert "Remembering 12 messages of Lin over 4 sessions" in text
+    assert "[4/4] 2024-10-26: stored 3 messages" in text
+    answer = text.split("Q: What instrument do I play?")[1].split("Q:")[0]
+    assert re.search(r"\[2024-10-05 19:12:00 Sat\] I finally bought a secondhand acoustic guitar", answer)
+    cat = text.split("Q: 我的猫叫什么名字？")[1].split("Q:")[0]
+    assert "Mochi" in cat.splitlines()[1] or "Mochi" in cat.splitlines()[2]

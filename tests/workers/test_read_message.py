@@ -1,0 +1,69 @@
+"""read_message: messages become conversation memories, once."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from memoryscope.context import MemoryContext, Message
+from memoryscope.memory import MemoryType
+from memoryscope.stores.base import MemoryFilter
+from memoryscope.testing.builders import build_worker, make_env
+from memoryscope.worker import Worker
+
+SAID = datetime(2024, 10, 26, 13, 26, 20, tzinfo=timezone.utc)
+MESSAGES = (
+    Message("system", "You are a helpful assistant.", SAID, message_id="m0"),
+    Message("user", "I play the guitar every evening", SAID, message_id="m1"),
+    Message("assistant", "That sounds fun!", SAID, name="AI", message_id="m2"),
+    Message("user", "   ", SAID, message_id="m3"),
+)
+
+
+def reader(store: Any) -> Worker:
+    return build_worker("read_message", {}, make_env(store=store, timezone="Asia/Shanghai"))
+
+
+def test_stores_user_and_assistant_messages_as_conversation_memories(store: Any) -> None:
+    ctx = MemoryContext(user_name="ann", target_name="ann", messages=MESSAGES)
+    reader(store).run(ctx)
+    stored = sorted(store.scan(MemoryFilter(user_name="ann")), key=lambda node: node.meta["role"], reverse=True)
+    assert [(n.content, n.meta) for n in stored] == [
+        ("I play the guitar every evening", {"role": "user", "speaker": "ann"}),
+        ("That sounds fun!", {"role": "assistant", "speaker": "AI"}),
+    ]
+    assert all(n.memory_type is MemoryType.CONVERSATION and not n.reflected for n in stored)
+    assert all(n.message_time == SAID and n.target_name == "ann" for n in stored)
+    assert [n.source_message_ids for n in stored] == [("m1",), ("m2",)]
+    assert ctx.details["stored_messages"] == 2
+    assert ctx.result == "stored 2 new messages (0 already stored)"
+
+
+def test_reading_the_same_messages_again_adds_nothing_and_keeps_consolidation_marks(store: Any) -> None:
+    worker = reader(store)
+    worker.run(MemoryContext(user_name="ann", messages=MESSAGES))
+    first = store.scan(MemoryFilter(user_name="ann"))
+    store.update(first[0].memory_id, reflected=True)  # consolidation used it
+    again = MemoryContext(user_name="ann", messages=MESSAGES)
+    worker.run(again)
+    assert again.details["stored_messages"] == 0
+    assert again.result == "stored 0 new messages (2 already stored)"
+    assert store.count(MemoryFilter(user_name="ann")) == 2
+    assert store.get([first[0].memory_id])[0].reflected is True
+
+
+def test_same_message_id_for_another_user_is_another_memory(store: Any) -> None:
+    worker = reader(store)
+    worker.run(MemoryContext(user_name="ann", messages=MESSAGES))
+    worker.run(MemoryContext(user_name="bob", messages=MESSAGES))
+    assert store.count(MemoryFilter(user_name="ann")) == 2
+    assert store.count(MemoryFilter(user_name="bob")) == 2
+
+
+def test_messages_without_ids_are_idempotent_too_and_naive_times_get_the_zone(store: Any) -> None:
+    naive = (Message("user", "I like green tea", datetime(2024, 10, 26, 21, 26, 20)),)
+    worker = reader(store)
+    worker.run(MemoryContext(user_name="ann", messages=naive))
+    worker.run(MemoryContext(user_name="ann", messages=naive))
+    [node] = store.scan(MemoryFilter(user_name="ann"))
+    assert node.message_time == SAID  # 21:26:20 in Asia/Shanghai
