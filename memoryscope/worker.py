@@ -30,6 +30,9 @@ class WorkerParams(BaseModel):
 class Worker(ABC):
     reads: ClassVar[tuple[str, ...]] = ()
     writes: ClassVar[tuple[str, ...]] = ()
+    # Fields used when an earlier step wrote them and ignored otherwise (e.g. `time_range`, which
+    # `extract_time` may or may not provide); the check does not require them.
+    optional_reads: ClassVar[tuple[str, ...]] = ()
     # LLM-only steps are skipped (with one notice) when no generation model is configured.
     needs_generation_model: ClassVar[bool] = False
 

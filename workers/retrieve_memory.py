@@ -56,12 +56,12 @@ class RetrieveMemoryWorker(Worker):
 
     Kinds: observations (with the user's own `obs_customized`), insights, conversation messages
     and, when asked, expired memories. The valid kinds are fetched by ONE store search for the
-    sum of their top-ks, then each kind is cut at its own top-k: retrieval is on the user's
-    path, and one search costs about a third of three (a kind that ranks low may so get fewer
-    than its top-k: relevance first). Scores of one search are comparable across kinds. Expired
-    memories (for listing and deleting) take a second search. The query is embedded once with
-    the store's model (or `query_vector` is used). With an empty query the newest memories of
-    each kind are listed instead.
+    sum of their top-ks, then each kind is cut at its own top-k. One search instead of one per
+    kind keeps retrieval (on the user's path) as fast as a single store search, and its scores
+    compare across kinds; the price is that a kind that ranks low may get fewer than its top-k
+    (relevance first). Expired memories (for listing and deleting) take a second search. The
+    query is embedded once with the store's model (or `query_vector` is used). With an empty
+    query the newest memories of each kind are listed instead.
 
     Every call is scoped to the context's `user_name` + `target_name` + `workspace`.
     `retrieved` (and `memories`, so a listing workflow such as `set_query,retrieve_top_memory,

@@ -115,6 +115,12 @@ def _translate_class(entry: dict[str, Any], where: str, problems: list[tuple[str
     if cls in _CLASS_PATHS:
         entry["class"] = _CLASS_PATHS[cls]
         return
+    if cls == "core.worker.backend.update_memory_worker" and entry.get("method") == "from_memory_key":
+        # 0.1.x wrote consolidation results through update_memory; here that is `store_memory`.
+        entry["class"] = "store_memory"
+        entry.pop("method")
+        entry.pop("memory_key", None)
+        return
     for prefix in _WORKER_PREFIXES:
         if cls.startswith(prefix):
             entry["class"] = cls[len(prefix) :].removesuffix("_worker")

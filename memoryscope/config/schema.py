@@ -138,11 +138,12 @@ class _Checker:
             for name, entry in self.mapping(raw.get("worker"), "worker").items()
             if (spec := self.component("worker", f"worker.{name}", entry)) is not None
         }
-        self.model_references(workers, models)
+        self.model_references(workers, models, settings)
+        broken_workers = frozenset(self.mapping(raw.get("worker"), "worker")) - frozenset(workers)
         services = {
             name: spec
             for name, entry in self.mapping(raw.get("memory_service"), "memory_service").items()
-            if (spec := self.service(name, entry, workers)) is not None
+            if (spec := self.service(name, entry, workers, broken_workers)) is not None
         }
         chats = {
             name: spec
@@ -226,12 +227,15 @@ class _Checker:
             self.reference("memory_store.embedding_model", key, models, "embedding")
         return spec
 
-    def model_references(self, workers: Mapping[str, ComponentSpec], models: Mapping[str, ModelSpec]) -> None:
+    def model_references(
+        self, workers: Mapping[str, ComponentSpec], models: Mapping[str, ModelSpec], settings: GlobalSettings
+    ) -> None:
         """A worker's `*_model` parameter must name a model of that role under `model:`."""
         for spec in workers.values():
             for role in ("generation", "embedding", "rank"):
                 key = getattr(spec.params, f"{role}_model", None)
-                optional = role == "generation"  # LLM steps are skipped when there is no LLM
+                # LLM steps are skipped when there is no LLM; the rank model is unused with the ranker off.
+                optional = role == "generation" or (role == "rank" and not settings.enable_ranker)
                 if key is not None and not (optional and key not in models):
                     self.reference(f"{spec.where}.{role}_model", key, models, role)
 
@@ -245,7 +249,9 @@ class _Checker:
         elif models[key].role != role:
             self.problem(where, f"model.{key} is a {models[key].role} model, not a {role} model")
 
-    def service(self, name: str, entry: Any, workers: Mapping[str, ComponentSpec]) -> ServiceSpec | None:
+    def service(
+        self, name: str, entry: Any, workers: Mapping[str, ComponentSpec], broken_workers: frozenset[str]
+    ) -> ServiceSpec | None:
         from memoryscope.operation import default_operation_class
         from memoryscope.workflow import check_plan, parse_workflow
 
@@ -264,6 +270,8 @@ class _Checker:
             except MemoryScopeError as error:
                 self.problems.extend(getattr(error, "problems", [(op_where, str(error))]))
                 continue
+            if broken_workers & set(plan.step_names()):
+                continue  # those workers' own entries are reported already; the flow is checked once they are fixed
             self.problems.extend(
                 check_plan(plan, _workflow_workers(workers), given=_caller_fields(), where=f"{op_where}.workflow")
             )

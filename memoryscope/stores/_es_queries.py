@@ -18,9 +18,11 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryNode
-from memoryscope.stores.base import MemoryFilter
+from memoryscope.stores.base import MemoryFilter, TimeRange
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -40,6 +42,9 @@ __all__ = [
     "bulk_delete_lines",
     "node_to_document",
     "document_to_node",
+    "validate_filter",
+    "stored_vector",
+    "drop_empty_vector",
 ]
 
 SCHEMA_VERSION = 1
@@ -236,3 +241,26 @@ def bulk_index_lines(documents: Sequence[Mapping[str, Any]]) -> list[dict[str, A
 
 def bulk_delete_lines(memory_ids: Sequence[str]) -> list[dict[str, Any]]:
     return [{"delete": {"_id": memory_id}} for memory_id in memory_ids]
+
+
+def validate_filter(memory_filter: MemoryFilter) -> None:
+    """StoreError for a filter no request could honour (wrong types, unknown time field, naive times)."""
+    if not isinstance(memory_filter, MemoryFilter):
+        raise StoreError(f"expected a MemoryFilter, got {type(memory_filter).__name__}")
+    if not isinstance(memory_filter.user_name, str):
+        raise StoreError(f"MemoryFilter.user_name must be a string, got {memory_filter.user_name!r}")
+    time_range = memory_filter.time_range
+    if time_range is not None and not isinstance(time_range, TimeRange):
+        raise StoreError(f"MemoryFilter.time_range must be a TimeRange, got {type(time_range).__name__}")
+    filter_clauses(memory_filter)  # raises StoreError on an unknown time field or a naive bound
+
+
+def stored_vector(row: np.ndarray) -> list[float] | None:
+    """The vector to index, or None for an all-zero row (cosine fields reject zero vectors; such a
+    memory is stored without one and found by keyword search and scans only)."""
+    return row.astype(float).tolist() if row.any() else None
+
+
+def drop_empty_vector(document: dict[str, Any]) -> dict[str, Any]:
+    """`document` without a `vector: None` (a whole-document write simply leaves the field out)."""
+    return {name: value for name, value in document.items() if not (name == VECTOR_FIELD and value is None)}

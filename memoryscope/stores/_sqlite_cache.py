@@ -93,37 +93,36 @@ class UserMatrix:
         for old_array, new_array in zip(old, self._arrays(), strict=True):
             new_array[: self.size] = old_array[: self.size]
 
-    def load(self, rows: Sequence[Sequence[Any]], seq: int) -> None:
-        """Replace everything with `rows` (as selected by `_MATRIX_SELECT`)."""
+    def reset(self, capacity: int) -> None:
+        """Forget every row and make room for `capacity` of them."""
         self.size = 0
+        self.seq = -1
         self._position.clear()
         self._target_codes.clear()
         self._workspace_codes.clear()
-        self._allocate(len(rows) + len(rows) // 8)
-        if rows:
-            self._write(np.arange(len(rows)), rows)
-            self.size = len(rows)
-            self._position = {row_id: position for position, row_id in enumerate(self.row_ids[: self.size].tolist())}
-        self.seq = seq
+        self._allocate(capacity)
 
-    def apply(self, changed_row_ids: Sequence[int], rows: Sequence[Sequence[Any]], seq: int) -> None:
+    def append(self, rows: Sequence[Sequence[Any]]) -> None:
+        """Add rows (as selected by `_MATRIX_SELECT`) that are not in the matrix yet."""
+        if not rows:
+            return
+        self._grow(self.size + len(rows))
+        positions = np.arange(self.size, self.size + len(rows))
+        self._write(positions, rows)
+        for position, row in zip(positions.tolist(), rows, strict=True):
+            self._position[row[0]] = position
+        self.size += len(rows)
+
+    def apply(self, changed_row_ids: Sequence[int], rows: Sequence[Sequence[Any]]) -> None:
         """Catch up with the log: `rows` are the changed rows that still belong to this user."""
         present = {row[0] for row in rows}
         for row_id in changed_row_ids:
             if row_id not in present and row_id in self._position:
                 self._remove(row_id)
-        fresh = [row for row in rows if row[0] not in self._position]
         known = [row for row in rows if row[0] in self._position]
         if known:
             self._write(np.array([self._position[row[0]] for row in known]), known)
-        if fresh:
-            self._grow(self.size + len(fresh))
-            positions = np.arange(self.size, self.size + len(fresh))
-            self._write(positions, fresh)
-            for position, row in zip(positions.tolist(), fresh, strict=True):
-                self._position[row[0]] = position
-            self.size += len(fresh)
-        self.seq = seq
+        self.append([row for row in rows if row[0] not in self._position])
 
     def _remove(self, row_id: int) -> None:
         position = self._position.pop(row_id)
@@ -214,29 +213,31 @@ def refresh(connection: sqlite3.Connection, matrix: UserMatrix, user_name: str) 
     try:
         head = connection.execute(_HEAD_SQL).fetchone()[0]
         pruned_through = connection.execute(_PRUNED_SQL).fetchone()[0]
-        if matrix.seq < 0 or matrix.seq < pruned_through:
-            matrix.load(_user_rows(connection, user_name), head)
-            return
-        changed = [
-            row_id
-            for (row_id,) in connection.execute(
-                "SELECT DISTINCT row_id FROM memory_changes WHERE user_name = ? AND seq > ?", (user_name, matrix.seq)
-            )
-        ]
-        if len(changed) > max(1024, matrix.size // 4):
-            matrix.load(_user_rows(connection, user_name), head)
-            return
-        rows = connection.execute(
-            _MATRIX_SELECT + "WHERE m.user_name = ? AND m.row_id IN (SELECT j.value FROM json_each(?) AS j)",
-            (user_name, json.dumps(changed)),
-        ).fetchall()
-        matrix.apply(changed, rows, head)
+        changed = None
+        if 0 <= pruned_through <= matrix.seq:
+            sql = "SELECT DISTINCT row_id FROM memory_changes WHERE user_name = ? AND seq > ?"
+            changed = [row_id for (row_id,) in connection.execute(sql, (user_name, matrix.seq))]
+        if changed is None or len(changed) > max(1024, matrix.size // 4):
+            _reload(connection, matrix, user_name)
+        else:
+            # `+` keeps SQLite from walking the user's index: the changed row ids are the few rows to read
+            sql = _MATRIX_SELECT + "WHERE m.row_id IN (SELECT j.value FROM json_each(?) AS j) AND +m.user_name = ?"
+            matrix.apply(changed, connection.execute(sql, (json.dumps(changed), user_name)).fetchall())
+        matrix.seq = head
     finally:
         connection.execute("COMMIT")
 
 
-def _user_rows(connection: sqlite3.Connection, user_name: str) -> list[Any]:
-    return connection.execute(_MATRIX_SELECT + "WHERE m.user_name = ?", (user_name,)).fetchall()
+def _reload(connection: sqlite3.Connection, matrix: UserMatrix, user_name: str) -> None:
+    count = connection.execute("SELECT count(*) FROM memories WHERE user_name = ?", (user_name,)).fetchone()[0]
+    matrix.reset(count + count // 8)  # room to grow before the next copy
+    cursor = connection.execute(_MATRIX_SELECT + "WHERE m.user_name = ?", (user_name,))
+    try:
+        # in chunks: a whole user's vector blobs at once would briefly double the memory they need
+        while rows := cursor.fetchmany(4096):
+            matrix.append(rows)
+    finally:
+        cursor.close()
 
 
 class MatrixCache:

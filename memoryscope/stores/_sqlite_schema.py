@@ -170,9 +170,10 @@ def node_to_row(node: MemoryNode) -> tuple[Any, ...]:
     )
 
 
-def node_from_row(row: Sequence[Any]) -> MemoryNode:
-    """Inverse of `node_to_row` (times come back as aware UTC datetimes)."""
+def node_from_row(row: Sequence[Any], score: float | None = None) -> MemoryNode:
+    """Inverse of `node_to_row` (times come back as aware UTC datetimes), with a search `score`."""
     values = dict(zip(NODE_COLUMNS, row, strict=True))
+    values["score"] = score
     for name in _TIME_COLUMNS:
         values[name] = _moment(values[name])
     values["source_message_ids"] = tuple(json.loads(values["source_message_ids"]))

@@ -21,13 +21,11 @@ filter fields set); no request this store sends can match another user's memorie
 
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -35,8 +33,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryNode, utc_now
 from memoryscope.models.base import EmbeddingModel
+from memoryscope.stores import _es_connection as connection
 from memoryscope.stores import _es_queries as queries
-from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode, TimeRange
+from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode
 from memoryscope.stores.fusion import reciprocal_rank_fusion
 
 __all__ = ["ElasticsearchMemoryStore", "BulkWriteError"]
@@ -44,7 +43,6 @@ __all__ = ["ElasticsearchMemoryStore", "BulkWriteError"]
 _BULK_BATCH = 500  # documents per _bulk request (~2 MB with 384-d vectors)
 _UPDATABLE = frozenset(MemoryNode.__dataclass_fields__) - {"memory_id", "score"}
 _INDEX_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
-_ERRNO = re.compile(r"\[Errno -?\d+\] [^)'\"]+")
 _INSTALL = 'pip install "memoryscope[elasticsearch]"'
 
 
@@ -151,8 +149,8 @@ class ElasticsearchMemoryStore(MemoryStore):
         self._api_error: type[Exception] = elasticsearch.ApiError
         self._transport_error: type[Exception] = elasticsearch.TransportError
         self._owns_client = client is None
-        self._client: Any = client if client is not None else self._build_client(elasticsearch)
-        self.hosts = _safe_hosts(params.hosts) if client is None else _client_hosts(client)
+        self._client: Any = client if client is not None else connection.build_client(elasticsearch, params)
+        self.hosts = connection.safe_hosts(params.hosts) if client is None else connection.client_hosts(client)
         self._index_ready = False
         self._index_lock = threading.Lock()
 
@@ -164,31 +162,16 @@ class ElasticsearchMemoryStore(MemoryStore):
 
     # ---- connecting ---------------------------------------------------------------------------
 
-    def _build_client(self, elasticsearch: Any) -> Any:
-        params = self.params
-        options: dict[str, Any] = {"request_timeout": params.request_timeout, "verify_certs": params.verify_certs}
-        if params.ca_certs is not None:
-            options["ca_certs"] = params.ca_certs
-        if params.api_key_env is not None:
-            options["api_key"] = _secret(params.api_key_env, "api_key_env")
-        if (params.username_env is None) != (params.password_env is None):
-            raise StoreError("elasticsearch_memory_store: set both username_env and password_env, or neither")
-        if params.username_env is not None and params.password_env is not None:
-            options["basic_auth"] = (_secret(params.username_env, "username_env"), _secret(params.password_env, "password_env"))
-        try:
-            return elasticsearch.Elasticsearch(params.hosts, **options)
-        except (ValueError, TypeError) as error:  # a malformed URL, TLS options on http hosts, ...
-            raise StoreError(f"elasticsearch_memory_store at {', '.join(_safe_hosts(params.hosts))}: {error}") from None
-
     @contextmanager
     def _calling(self, action: str) -> Iterator[None]:
         """Client errors become one-line StoreErrors naming the hosts and index (never credentials)."""
         try:
             yield
         except self._api_error as error:
-            raise StoreError(self._where(f"{action} failed: {_api_reason(error)}")) from None
+            raise StoreError(self._where(f"{action} failed: {connection.api_reason(error)}")) from None
         except self._transport_error as error:
-            raise StoreError(self._where(f"{action} failed: {_transport_reason(error, self.params.request_timeout)}")) from None
+            reason = connection.transport_reason(error, self.params.request_timeout)
+            raise StoreError(self._where(f"{action} failed: {reason}")) from None
 
     def _where(self, message: str) -> str:
         return f"Elasticsearch at {', '.join(self.hosts)} (index {self.index_name!r}): {message}"
@@ -266,7 +249,7 @@ class ElasticsearchMemoryStore(MemoryStore):
             return
         self.ensure_index()
         rows = given[keep] if given is not None else self._vectors_for(nodes)
-        documents = [queries.node_to_document(node, _stored_vector(row)) for node, row in zip(nodes, rows, strict=True)]
+        documents = [queries.node_to_document(node, queries.stored_vector(row)) for node, row in zip(nodes, rows, strict=True)]
         failed: dict[str, str] = {}
         written: list[str] = []
         for start in range(0, len(documents), _BULK_BATCH):
@@ -280,7 +263,7 @@ class ElasticsearchMemoryStore(MemoryStore):
             for document, item in zip(batch, items, strict=True):
                 result = item.get("index", {})
                 if "error" in result:
-                    failed[document["memory_id"]] = _item_reason(result)
+                    failed[document["memory_id"]] = connection.item_reason(result)
                 else:
                     written.append(document["memory_id"])
         if failed:
@@ -362,14 +345,14 @@ class ElasticsearchMemoryStore(MemoryStore):
         document = queries.node_to_document(new, doc["_source"].get(queries.VECTOR_FIELD))
         if new.content != old.content:
             row = self._unit_rows(self.embedding_model.embed_passages([new.content]), 1, "embedding model output")[0]
-            document[queries.VECTOR_FIELD] = _stored_vector(row)
+            document[queries.VECTOR_FIELD] = queries.stored_vector(row)
         # optimistic concurrency: the write fails (409) if the document changed since it was read
         version = {"if_seq_no": doc["_seq_no"], "if_primary_term": doc["_primary_term"]} if "_seq_no" in doc else {}
         target = {"index": self.index_name, "id": memory_id, "refresh": self.params.refresh, **version}
         with self._calling(f"updating memory {memory_id!r}"):
             try:
                 if document["meta"] != old_document["meta"]:
-                    self._client.index(document=_drop_none_vector(document), **target)
+                    self._client.index(document=queries.drop_empty_vector(document), **target)
                 else:
                     changed = {name: value for name, value in document.items() if old_document.get(name, value) != value}
                     if queries.VECTOR_FIELD in document and new.content != old.content:
@@ -395,7 +378,7 @@ class ElasticsearchMemoryStore(MemoryStore):
             for memory_id, item in zip(batch, self._bulk(queries.bulk_delete_lines(batch), "bulk delete"), strict=True):
                 result = item.get("delete", {})
                 if "error" in result:
-                    failed[memory_id] = _item_reason(result)
+                    failed[memory_id] = connection.item_reason(result)
                 elif result.get("result") == "deleted":
                     deleted.append(memory_id)
         if failed:
@@ -407,7 +390,7 @@ class ElasticsearchMemoryStore(MemoryStore):
 
         It deletes what a search would find at the time, so writes made with refresh "false"
         and not yet refreshed may survive it."""
-        _validate_filter(memory_filter)
+        queries.validate_filter(memory_filter)
         if memory_filter.memory_ids == ():
             return 0
         self.ensure_index()
@@ -441,7 +424,7 @@ class ElasticsearchMemoryStore(MemoryStore):
         """A page by `from`/`size` while `offset + limit` stays within 10,000 (the default
         `index.max_result_window`); deeper pages walk there with `search_after`, page by page
         (not a point-in-time snapshot: writes meanwhile may shift them)."""
-        _validate_filter(memory_filter)
+        queries.validate_filter(memory_filter)
         if limit < 0 or offset < 0:
             raise StoreError(f"scan: limit and offset must not be negative, got limit={limit}, offset={offset}")
         if limit == 0 or memory_filter.memory_ids == ():
@@ -472,7 +455,7 @@ class ElasticsearchMemoryStore(MemoryStore):
         return nodes
 
     def count(self, memory_filter: MemoryFilter) -> int:
-        _validate_filter(memory_filter)
+        queries.validate_filter(memory_filter)
         if memory_filter.memory_ids == ():
             return 0
         self.ensure_index()
@@ -494,7 +477,7 @@ class ElasticsearchMemoryStore(MemoryStore):
         `mode` None: the `retrieve_mode` setting, else hybrid. Hybrid without a query (only
         `vector`) is dense ranking with fused scores.
         """
-        _validate_filter(memory_filter)
+        queries.validate_filter(memory_filter)
         chosen = mode if mode is not None else (self.params.retrieve_mode or SearchMode.HYBRID)
         try:
             chosen = SearchMode(chosen)
@@ -549,101 +532,3 @@ class ElasticsearchMemoryStore(MemoryStore):
         with self._calling(action):
             response = self._client.search(index=self.index_name, body=body)
         return list(response["hits"]["hits"])
-
-
-# ---- helpers ------------------------------------------------------------------------------------
-
-
-def _validate_filter(memory_filter: MemoryFilter) -> None:
-    if not isinstance(memory_filter, MemoryFilter):
-        raise StoreError(f"expected a MemoryFilter, got {type(memory_filter).__name__}")
-    if not isinstance(memory_filter.user_name, str):
-        raise StoreError(f"MemoryFilter.user_name must be a string, got {memory_filter.user_name!r}")
-    time_range = memory_filter.time_range
-    if time_range is not None and not isinstance(time_range, TimeRange):
-        raise StoreError(f"MemoryFilter.time_range must be a TimeRange, got {type(time_range).__name__}")
-    queries.filter_clauses(memory_filter)  # raises StoreError on an unknown time field or a naive bound
-
-
-def _stored_vector(row: np.ndarray) -> list[float] | None:
-    """The vector to index, or None for an all-zero row (cosine fields reject zero vectors; such a
-    memory is stored without one and found by keyword search and scans only)."""
-    return row.astype(float).tolist() if row.any() else None
-
-
-def _drop_none_vector(document: dict[str, Any]) -> dict[str, Any]:
-    return {name: value for name, value in document.items() if not (name == queries.VECTOR_FIELD and value is None)}
-
-
-def _secret(variable: str, setting: str) -> str:
-    value = os.environ.get(variable)
-    if not value:
-        raise StoreError(f"elasticsearch_memory_store: memory_store.{setting} names ${variable}, which is not set")
-    return value
-
-
-def _safe_hosts(hosts: Sequence[str]) -> list[str]:
-    """Host URLs without any `user:password@` part."""
-    safe = []
-    for host in hosts:
-        try:
-            parts = urlsplit(host if "//" in host else f"//{host}")
-            netloc = parts.hostname or ""
-            if parts.port is not None:
-                netloc = f"{netloc}:{parts.port}"
-            safe.append(urlunsplit((parts.scheme, netloc, parts.path, "", "")).removeprefix("//"))
-        except ValueError:
-            safe.append("<unparsable host>")
-    return safe
-
-
-def _client_hosts(client: Any) -> list[str]:
-    try:
-        return [str(node.base_url) for node in client.transport.node_pool.all()]
-    except AttributeError:
-        return ["<injected client>"]
-
-
-def _item_reason(result: dict[str, Any]) -> str:
-    error = result.get("error")
-    if isinstance(error, dict):
-        reason = f"{error.get('type', 'error')}: {error.get('reason', '')}"
-        cause = error.get("caused_by")
-        if isinstance(cause, dict) and cause.get("reason"):
-            reason += f" ({cause['reason']})"
-        return _one_line(reason)
-    return _one_line(str(error))
-
-
-def _api_reason(error: Any) -> str:
-    status = getattr(error, "status_code", None)
-    body = getattr(error, "body", None)
-    detail = str(getattr(error, "message", error))
-    if isinstance(body, dict) and isinstance(body.get("error"), dict):
-        info = body["error"]
-        detail = f"{info.get('type', detail)}: {info.get('reason', '')}"
-    hint = ""
-    if status == 401:
-        hint = " (check api_key_env, or username_env and password_env)"
-    elif status == 403:
-        hint = " (the credentials lack a privilege on this index)"
-    if type(error).__name__ == "UnsupportedProductError":
-        return "the server is not Elasticsearch"
-    return _one_line(f"HTTP {status} {detail}{hint}")
-
-
-def _transport_reason(error: Any, timeout: float) -> str:
-    kind = type(error).__name__
-    if kind == "ConnectionTimeout":
-        return f"no answer within {timeout:g}s (request_timeout)"
-    if kind == "TlsError":
-        return "TLS error (check the https URL, verify_certs and ca_certs)"
-    if kind == "SerializationError":
-        return _one_line(f"cannot serialise the request or read the answer: {error}")
-    found = _ERRNO.search(str(error))
-    return f"cannot connect: {found.group(0).strip()}" if found else "cannot connect"
-
-
-def _one_line(text: str, limit: int = 300) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."

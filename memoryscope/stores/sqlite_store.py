@@ -133,6 +133,9 @@ class SqliteMemoryStore(MemoryStore):
             self.close()
             raise
 
+    def __enter__(self) -> SqliteMemoryStore:  # typed as this class, so `with` keeps `.path` and `.dimension`
+        return self
+
     def __repr__(self) -> str:
         return f"SqliteMemoryStore(path={str(self.path)!r}, embedding_model={self.embedding_model.model_name!r})"
 
@@ -445,8 +448,9 @@ class SqliteMemoryStore(MemoryStore):
                 if query:
                     lists.append([row_id for row_id, _ in self._keyword(connection, memory_filter, query, depth)])
                 ranked = reciprocal_rank_fusion(lists)[:top_k]
-            nodes = self._nodes_by_row_id(connection, [row_id for row_id, _ in ranked])
-        return [nodes[row_id].with_score(score) for row_id, score in ranked if row_id in nodes]
+            rows = self._rows_by_row_id(connection, [row_id for row_id, _ in ranked])
+        # built with their score at once: a node is immutable and copying it costs as much as building it
+        return [node_from_row(rows[row_id], score) for row_id, score in ranked if row_id in rows]
 
     def _dense(
         self,
@@ -492,10 +496,10 @@ class SqliteMemoryStore(MemoryStore):
         rows = connection.execute(sql, [match, *params, top_k]).fetchall()
         return [(int(row_id), float(score)) for row_id, score in rows]
 
-    def _nodes_by_row_id(self, connection: sqlite3.Connection, row_ids: Sequence[int]) -> dict[int, MemoryNode]:
+    def _rows_by_row_id(self, connection: sqlite3.Connection, row_ids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
         if not row_ids:
             return {}
         rows = connection.execute(
             f"SELECT row_id, {_NODE_COLUMNS_SQL} FROM memories WHERE row_id IN {_IDS_PARAM}", (json.dumps(list(row_ids)),)
         ).fetchall()
-        return {row[0]: node_from_row(row[1:]) for row in rows}
+        return {row[0]: row[1:] for row in rows}

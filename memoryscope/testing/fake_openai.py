@@ -119,7 +119,7 @@ class FakeOpenAIServer:
         self._overrides: dict[str, JsonHandler] = {}
         self._requests: list[RecordedRequest] = []
         self._stopping = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: _HttpServer | None = None
         self._thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -128,10 +128,11 @@ class FakeOpenAIServer:
         if self._httpd is not None:
             raise RuntimeError("FakeOpenAIServer is already running")
         self._stopping.clear()
-        httpd = ThreadingHTTPServer((self.host, self.requested_port), _Handler)
-        httpd.fake = self  # type: ignore[attr-defined]  # how the handler finds its server
+        httpd = _HttpServer((self.host, self.requested_port), _Handler)
+        httpd.fake = self
         self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, name="fake-openai", daemon=True)
+        # a short poll interval makes stop() quick; tests start and stop many servers
+        self._thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), name="fake-openai", daemon=True)
         self._thread.start()
         return self
 
@@ -278,12 +279,20 @@ class FakeOpenAIServer:
         return reply(body) if callable(reply) else reply
 
 
+class _HttpServer(ThreadingHTTPServer):
+    request_queue_size = 128  # the default 5 makes bursts of parallel test requests wait a second
+    fake: FakeOpenAIServer | None = None  # the server whose rules, faults and records apply
+
+
 class _Handler(BaseHTTPRequestHandler):
     server_version = "FakeOpenAI/1.0"
 
     @property
     def fake(self) -> FakeOpenAIServer:
-        return self.server.fake  # type: ignore[attr-defined]  # set in FakeOpenAIServer.start
+        server = self.server
+        if not isinstance(server, _HttpServer) or server.fake is None:
+            raise RuntimeError("_Handler serves only a FakeOpenAIServer")
+        return server.fake
 
     def log_message(self, format: str, *args: Any) -> None:
         """Silent: tests read `server.requests` instead of stderr."""

@@ -104,14 +104,14 @@ class StoreContract:
     def reopen(self, store: MemoryStore, embedding_model: EmbeddingModel) -> MemoryStore:
         pytest.skip(f"{type(self).__name__} has no reopen hook")
 
+    @pytest.fixture(autouse=True)
+    def _remember_dimension(self, embedding_model: EmbeddingModel) -> None:
+        self.dimension = int(embedding_model.dimension)  # pytest makes one instance per test
+
     def upsert_with_random_vectors(self, store: MemoryStore, nodes: Sequence[MemoryNode], seed: int = 0) -> np.ndarray:
-        dimension = self._dimension(store)
-        vectors = unit_vectors(len(nodes), dimension, seed)
+        vectors = unit_vectors(len(nodes), self.dimension, seed)
         store.upsert(nodes, vectors=vectors)
         return vectors
-
-    def _dimension(self, store: MemoryStore) -> int:
-        return int(store.embedding_model.dimension)  # type: ignore[attr-defined]  # every store built with a model has it
 
     def upsert_sentences(self, store: MemoryStore, sentences: dict[str, str], user_name: str = "ann") -> dict[str, MemoryNode]:
         nodes = {name: make_node(text, user_name=user_name, memory_id=f"{user_name}-{name}") for name, text in sentences.items()}
@@ -204,7 +204,7 @@ class StoreContract:
         existing = make_node("old content", memory_id="existing")
         self.upsert_with_random_vectors(store, [existing])
         batch = [existing.replace(content="new content"), make_node("a"), make_node("b")]
-        dimension = self._dimension(store)
+        dimension = self.dimension
         with pytest.raises(StoreError):
             store.upsert(batch, vectors=unit_vectors(3, dimension + 1))
         with pytest.raises(StoreError):
@@ -282,7 +282,9 @@ class StoreContract:
     def test_scan_pages_are_complete_and_stable(self, store: MemoryStore) -> None:
         # groups of three share a creation time, so paging must break ties by id
         nodes = [
-            make_node(f"fact {index}", memory_id=f"id-{(index * 7) % 23:02d}", created_at=BASE_TIME + timedelta(seconds=index // 3))
+            make_node(
+                f"fact {index}", memory_id=f"id-{(index * 7) % 23:02d}", created_at=BASE_TIME + timedelta(seconds=index // 3)
+            )
             for index in range(23)
         ]
         self.upsert_with_random_vectors(store, nodes)
@@ -318,7 +320,7 @@ class StoreContract:
         with pytest.raises(StoreError, match="when"):
             store.scan(MemoryFilter("ann", time_range=TimeRange(field="when")))
         with pytest.raises(StoreError, match="timezone"):
-            store.count(MemoryFilter("ann", time_range=TimeRange(start=datetime(2024, 1, 1))))  # noqa: DTZ001  # naive on purpose
+            store.count(MemoryFilter("ann", time_range=TimeRange(start=datetime(2024, 1, 1))))  # naive on purpose
 
     # ---- isolation -----------------------------------------------------------------------------
 
@@ -434,7 +436,7 @@ class StoreContract:
 
     def test_search_refuses_what_it_cannot_do(self, store: MemoryStore) -> None:
         self.upsert_with_random_vectors(store, [make_node("memo")])
-        dimension = self._dimension(store)
+        dimension = self.dimension
         refusals: list[Callable[[], object]] = [
             lambda: store.search(self.ann, mode=SearchMode.DENSE),
             lambda: store.search(self.ann, vector=np.ones(dimension), mode=SearchMode.KEYWORD),

@@ -97,9 +97,9 @@ class Clock:
             first, last = PARTS_OF_DAY[self.part or "morning"]
             return (at(day, zone, first), at(day + timedelta(days=last // 24), zone, last % 24)), "range"
         hour = self.hour
-        if not self.meridiem_given and hour < 12:
-            if self.part in _AFTER_NOON_PARTS or (self.part == "noon" and hour < 11):
-                hour += 12
+        after_noon = self.part in _AFTER_NOON_PARTS or (self.part == "noon" and hour < 11)
+        if not self.meridiem_given and hour < 12 and after_noon:
+            hour += 12
         day, hour = day + timedelta(days=hour // 24), hour % 24
         start = at(day, zone, hour, self.minute or 0)
         if self.minute is None:
@@ -140,11 +140,12 @@ class Rule:
 class RuleSet:
     """An ordered list of rules; a decorator adds one. Earlier rules win ties in length."""
 
-    def __init__(self) -> None:
+    def __init__(self, flags: int = 0) -> None:
         self.rules: list[Rule] = []
+        self.flags = flags
 
-    def add(self, pattern: str, flags: int = re.IGNORECASE) -> Callable[[Resolver], Resolver]:
-        compiled = re.compile(pattern, flags)
+    def add(self, pattern: str) -> Callable[[Resolver], Resolver]:
+        compiled = re.compile(pattern, self.flags)
 
         def register(resolve: Resolver) -> Resolver:
             self.rules.append(Rule(compiled, resolve))
@@ -188,7 +189,9 @@ _HABIT_BEFORE = re.compile(r"(?:\b(?:every|each)\s+|每[个年月周天星期礼
 _SINCE_BEFORE = re.compile(r"(?:\bsince\s+|自从|自)$", re.IGNORECASE)
 _SINCE_AFTER = re.compile(r"\s*(?:以来|至今|到现在|到今天|起(?![床来飞身])|开始)")
 # A clock time with no day counts as today, unless the text talks about a habit.
-_HABIT_WORDS = re.compile(r"\b(?:usually|always|often|normally|typically|every|each|daily)\b|一般|通常|经常|总是|每|平时", re.IGNORECASE)
+_HABIT_WORDS = re.compile(
+    r"\b(?:usually|always|often|normally|typically|every|each|daily)\b|一般|通常|经常|总是|每|平时", re.IGNORECASE | re.ASCII
+)
 
 
 @dataclass

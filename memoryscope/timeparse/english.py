@@ -19,7 +19,8 @@ from memoryscope.timeparse.numbers import EN_QUANTITY, Quantity, english_quantit
 
 __all__ = ["RULES", "UNRESOLVED"]
 
-RULES = RuleSet()
+# ASCII: word boundaries must hold next to Chinese characters too ("我last week去了").
+RULES = RuleSet(re.IGNORECASE | re.ASCII)
 
 MONTHS = {
     "january": 1, "jan": 1, "february": 2, "feb": 2, "march": 3, "mar": 3, "april": 4, "apr": 4,
@@ -57,8 +58,10 @@ def _quantity(text: str, unit_word: str) -> Quantity | None:
 
 # -- days around today ----------------------------------------------------------------------
 
-_DAY_OFFSETS = {"the day before yesterday": -2, "day before yesterday": -2, "yesterday": -1, "today": 0,
-                "tomorrow": 1, "the day after tomorrow": 2, "day after tomorrow": 2, "earlier today": 0, "later today": 0}  # fmt: skip
+_DAY_OFFSETS = {
+    "the day before yesterday": -2, "day before yesterday": -2, "yesterday": -1, "today": 0, "earlier today": 0,
+    "later today": 0, "tomorrow": 1, "the day after tomorrow": 2, "day after tomorrow": 2,
+}  # fmt: skip
 
 
 @RULES.add(r"\b(?:(?:the\s+)?day\s+(?:before\s+yesterday|after\s+tomorrow)|yesterday|today|tomorrow|(?:earlier|later)\s+today)\b")
@@ -98,10 +101,12 @@ def _clock_12h(match: re.Match[str], ref: Ref) -> Resolution:
 @RULES.add(r"(?<![\d:.])(?P<h>[01]?\d|2[0-3]):(?P<m>[0-5]\d)(?![\d:])|\b(?P<oh>1[0-2]|0?[1-9])\s+o'?clock\b")
 def _clock_24h(match: re.Match[str], ref: Ref) -> Resolution:
     if match["oh"]:
-        return Resolution.waiting(Clock(int(match["oh"])), standalone=True)
+        return Resolution.waiting(Clock(int(match["oh"])), standalone=False)
     hour = int(match["h"])
-    # "15:30" says which half of the day; "3:30" may still take it from "afternoon".
-    return Resolution.waiting(Clock(hour, int(match["m"]), meridiem_given=hour >= 13 or match["h"].startswith("0")), standalone=True)
+    # "15:30" says which half of the day; "3:30" may still take it from "afternoon". Alone (no
+    # day next to it) a time counts only when the half of the day is known.
+    known = hour >= 13 or match["h"].startswith("0")
+    return Resolution.waiting(Clock(hour, int(match["m"]), meridiem_given=known), standalone=known)
 
 
 # -- weeks, weekends, months, years relative to now -----------------------------------------
@@ -158,8 +163,10 @@ def _earlier_this(match: re.Match[str], ref: Ref) -> Resolution:
 
 # -- weekdays -------------------------------------------------------------------------------
 
-_WEEKDAY_MODES = {"last": ("week", -1), "previous": ("week", -1), "this": ("week", 0), "next": ("week", 1),
-                  "this past": ("past", 0), "past": ("past", 0), "this coming": ("coming", 0), "coming": ("coming", 0)}  # fmt: skip
+_WEEKDAY_MODES = {
+    "last": ("week", -1), "previous": ("week", -1), "this": ("week", 0), "next": ("week", 1),
+    "this past": ("past", 0), "past": ("past", 0), "this coming": ("coming", 0), "coming": ("coming", 0),
+}  # fmt: skip
 
 
 @RULES.add(rf"\b(?:(?P<mod>this\s+past|this\s+coming|last|this|next|previous|past|coming)\s+)?(?P<wd>{_WEEKDAY})\b")
@@ -177,7 +184,8 @@ def _units_ago(match: re.Match[str], ref: Ref) -> Resolution | None:
     return _count(match["n"], match["unit"], direction, ref)
 
 
-@RULES.add(rf"\bin\s+(?P<n>{_QTY}|half\s+an?)\s+(?P<unit>{_UNIT})(?:'?s)?(?:\s+time)?\b")
+# "in 5 days" is a date ahead; "in 30 minutes" / "in 2 hours" is as often how long something took.
+@RULES.add(rf"\bin\s+(?P<n>{_QTY}|half\s+an?)\s+(?P<unit>days?|weeks?|fortnights?|months?|years?)(?:'?s)?(?:\s+time)?\b")
 def _in_units(match: re.Match[str], ref: Ref) -> Resolution | None:
     return _count(match["n"], match["unit"], 1, ref)
 
@@ -193,7 +201,9 @@ def _count(count_text: str, unit_word: str, direction: int, ref: Ref) -> Resolut
 
 # -- months, dates, years -------------------------------------------------------------------
 
-_PART_OF_PERIOD = {"early": "early", "beginning": "early", "start": "early", "mid": "mid", "middle": "mid", "late": "late", "end": "late"}
+_PART_OF_PERIOD = {
+    "early": "early", "beginning": "early", "start": "early", "mid": "mid", "middle": "mid", "late": "late", "end": "late",
+}  # fmt: skip
 _PERIOD_MODS = r"in|during|last|this|next|early|mid|late|(?:the\s+)?(?:beginning|start|middle|end)\s+of(?:\s+the)?"
 
 
@@ -296,6 +306,6 @@ UNRESOLVED = re.compile(
     r"|in\s+(?:college|high\s+school|university)|that\s+(?:day|night|week|weekend|time|month|year)"
     r"|the\s+(?:day|night|week)\s+(?:before|after)|the\s+(?:next|previous|following)\s+(?:day|week|month)|these\s+days"
     r"|around\s+(?:then|that\s+time))\b",
-    re.IGNORECASE,
+    re.IGNORECASE | re.ASCII,
 )
 """Time words with no fixed place on the calendar: "recently", "around the holidays", "back then"."""

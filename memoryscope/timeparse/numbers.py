@@ -36,9 +36,7 @@ _EN_VAGUE = {"a couple of": (2, 3), "a couple": (2, 3), "couple of": (2, 3), "a 
 _SMALL_WORDS = "|".join(sorted(_EN_SMALL, key=len, reverse=True))
 _TENS_WORDS = "|".join(_EN_TENS)
 _VAGUE_WORDS = "|".join(word.replace(" ", r"\s+") for word in sorted(_EN_VAGUE, key=len, reverse=True))
-EN_QUANTITY = (
-    rf"(?:\d{{1,3}}|(?:{_TENS_WORDS})(?:[-\s](?:{_SMALL_WORDS}))?|{_SMALL_WORDS}|{_VAGUE_WORDS}|a\s+dozen|an|a)"
-)
+EN_QUANTITY = rf"(?:\d{{1,3}}|(?:{_TENS_WORDS})(?:[-\s](?:{_SMALL_WORDS}))?|{_SMALL_WORDS}|{_VAGUE_WORDS}|a\s+dozen|an|a)"
 """Regex (no groups) for an English count: `3`, `three`, `twenty-one`, `a`, `a couple of`, `a few`."""
 
 
@@ -56,13 +54,15 @@ def english_quantity(text: str) -> Quantity | None:
     if words in _EN_SMALL:
         return Quantity(_EN_SMALL[words], _EN_SMALL[words])
     tens, _, unit = words.partition(" ")
-    if tens in _EN_TENS and (not unit or unit in _EN_SMALL and _EN_SMALL[unit] < 10):
+    if tens in _EN_TENS and (not unit or (unit in _EN_SMALL and _EN_SMALL[unit] < 10)):
         value = _EN_TENS[tens] + (_EN_SMALL[unit] if unit else 0)
         return Quantity(value, value)
     return None
 
 
-_ZH_DIGITS = {"零": 0, "〇": 0, "○": 0, "一": 1, "二": 2, "两": 2, "俩": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
+_ZH_DIGITS = {
+    "零": 0, "〇": 0, "○": 0, "一": 1, "二": 2, "两": 2, "俩": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9,
+}  # fmt: skip
 _ZH_POWERS = {"十": 10, "百": 100, "千": 1000}
 _ZH_VAGUE = {"几": (2, 5), "好几": (3, 7), "十几": (11, 19)}
 

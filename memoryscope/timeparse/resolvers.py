@@ -34,7 +34,7 @@ from memoryscope.timeparse.calendar_math import (
     week_start,
     year_interval,
 )
-from memoryscope.timeparse.engine import Granularity, Ref, Resolution, occurrence
+from memoryscope.timeparse.engine import Ref, Resolution, occurrence
 from memoryscope.timeparse.numbers import Quantity
 
 __all__ = [
@@ -58,7 +58,9 @@ __all__ = [
 ]
 
 # Counts beyond these are not times people talk about ("2023 years ago" is a misread year).
-_LIMITS = {"minute": 100_000, "hour": 10_000, "day": 3660, "week": 520, "half_month": 240, "month": 1200, "half_year": 200, "year": 150}
+_LIMITS = {
+    "minute": 100_000, "hour": 10_000, "day": 3660, "week": 520, "half_month": 240, "month": 1200, "half_year": 200, "year": 150,
+}  # fmt: skip
 
 
 def on_day(ref: Ref, day: date) -> Resolution:
@@ -106,11 +108,11 @@ def window(ref: Ref, quantity: Quantity, unit: str, sign: int) -> Resolution | N
     if count > _LIMITS[unit] or count <= 0:
         return None
     if unit in ("hour", "minute"):
-        moved = _unit_containing(ref, sign * count, unit).interval
+        far = _unit_containing(ref, sign * count, unit).interval
         now = _unit_containing(ref, 0, unit).interval
-        if moved is None or now is None:
+        if far is None or now is None:
             return None
-        return Resolution((moved[0], now[1]) if sign < 0 else (now[0], moved[1]), "range")
+        return Resolution((far[0], now[1]) if sign < 0 else (now[0], far[1]), "range")
     today = ref.today
     if unit in ("day", "week", "half_month"):
         moved = today + timedelta(days=sign * count * {"day": 1, "week": 7, "half_month": 15}[unit])
@@ -130,7 +132,7 @@ def weekend(ref: Ref, offset: int) -> Resolution:
 
 
 def recent_weekend(ref: Ref) -> Resolution:
-    """"Over the weekend" / plain 周末: this one when today is in it, else the one just past."""
+    """ "Over the weekend" / plain 周末: this one when today is in it, else the one just past."""
     return weekend(ref, 0 if ref.today.weekday() >= 5 else -1)
 
 
@@ -170,7 +172,9 @@ def _month_span(month: int) -> Callable[[int], tuple[date, date]]:
     return span
 
 
-def month_of_year(ref: Ref, month: int, mode: str = "plain", year: int | None = None, part: str | None = None) -> Resolution | None:
+def month_of_year(
+    ref: Ref, month: int, mode: str = "plain", year: int | None = None, part: str | None = None
+) -> Resolution | None:
     """A month by name or number: of `year` when given, else picked by `mode` (see `occurrence`;
     "this" means this calendar year's). `part` early/mid/late narrows it to days 1-10/11-20/21-end."""
     if not 1 <= month <= 12:
@@ -193,8 +197,8 @@ def month_part(ref: Ref, year: int, month: int, part: str) -> Resolution:
 
 def year_part(ref: Ref, year: int, part: str) -> Resolution:
     """Early / mid / late in a year: its first, middle and last four months."""
-    first_month = {"early": 1, "mid": 5, "late": 9}[part]
-    return Resolution((at(date(year, first_month, 1), ref.zone), at(add_months(date(year, first_month, 1), 4), ref.zone)), "range")
+    first = date(year, {"early": 1, "mid": 5, "late": 9}[part], 1)
+    return Resolution((at(first, ref.zone), at(add_months(first, 4), ref.zone)), "range")
 
 
 def month_day(ref: Ref, month: int, day: int, year: int | None = None) -> Resolution | None:
@@ -229,7 +233,9 @@ def season(ref: Ref, name: str, mode: str = "plain", year: int | None = None) ->
     return Resolution(season_interval(name, year, ref.zone), "range")
 
 
-def holiday(ref: Ref, first_day: Callable[[int], date], length_days: int = 1, mode: str = "plain", year: int | None = None) -> Resolution | None:
+def holiday(
+    ref: Ref, first_day: Callable[[int], date], length_days: int = 1, mode: str = "plain", year: int | None = None
+) -> Resolution | None:
     """A holiday that falls on `first_day(year)` and lasts `length_days`."""
 
     def span(candidate_year: int) -> tuple[date, date]:
@@ -239,12 +245,13 @@ def holiday(ref: Ref, first_day: Callable[[int], date], length_days: int = 1, mo
     picked = span(year) if year is not None else occurrence(ref.today, mode, span)
     if picked is None:
         return None
-    granularity: Granularity = "day" if length_days == 1 else "range"
-    return Resolution(days_interval(picked[0], picked[1] - timedelta(days=1), ref.zone), granularity, day=picked[0] if length_days == 1 else None)
+    if length_days == 1:
+        return on_day(ref, picked[0])
+    return Resolution(days_interval(picked[0], picked[1] - timedelta(days=1), ref.zone), "range")
 
 
 def earlier_or_later(ref: Ref, which: str, unit: str) -> Resolution:
-    """"earlier this week" (from the week's start to before today) or "later this week" (after
+    """ "earlier this week" (from the week's start to before today) or "later this week" (after
     today to the week's end); today itself when that leaves nothing. Units: week, month, year."""
     today = ref.today
     if unit == "week":

@@ -13,7 +13,10 @@ from memoryscope.errors import ConfigError, UnknownNameError
 def problems_of(raw: dict[str, Any]) -> dict[str, str]:
     with pytest.raises(ConfigError) as caught:
         load_config(raw)
-    return dict(caught.value.problems)
+    found: dict[str, str] = {}
+    for path, message in caught.value.problems:
+        found[path] = f"{found[path]}\n{message}" if path in found else message
+    return found
 
 
 def test_valid_config_resolves_classes_and_parses_workflows(raw_config: dict[str, Any]) -> None:

@@ -16,6 +16,7 @@ from memoryscope.testing.fake_openai import FakeOpenAIServer
 
 LOOPBACK = {"127.0.0.1", "localhost", "::1", b"127.0.0.1", b"localhost"}
 
+
 class NetworkBlocked(OSError):
     pass
 

@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from memoryscope.errors import ModelError
-from memoryscope.models.base import ChatMessage
 from memoryscope.models.embedding.bge_embedding import BgeEmbedding
 from memoryscope.models.generation.openai_like import OpenAILikeGeneration
 from memoryscope.models.http import RetryPolicy, parse_retry_after
@@ -62,7 +61,9 @@ def test_retry_after_is_capped_by_retry_max_wait(server: FakeOpenAIServer, fast_
     assert time.perf_counter() - started < 5
 
 
-def test_persistent_server_error_gives_up_after_max_retries_plus_one(server: FakeOpenAIServer, fast_retry: dict[str, Any]) -> None:
+def test_persistent_server_error_gives_up_after_max_retries_plus_one(
+    server: FakeOpenAIServer, fast_retry: dict[str, Any]
+) -> None:
     model = embedder(server.base_url, model_name="bge-test", **{**fast_retry, "max_retries": 3})
     server.fail_next(10, status=500, body='{"error": "database on fire"}')
     with pytest.raises(ModelError) as caught:
@@ -125,7 +126,9 @@ def test_async_body_that_is_not_json(server: FakeOpenAIServer, fast_retry: dict[
 @pytest.mark.parametrize(
     "build",
     [
-        lambda base: OpenAILikeGeneration(OpenAILikeGeneration.Params(model_name="m", api_base=base, api_key_env="NO_SUCH_KEY_VAR")),
+        lambda base: OpenAILikeGeneration(
+            OpenAILikeGeneration.Params(model_name="m", api_base=base, api_key_env="NO_SUCH_KEY_VAR")
+        ),
         lambda base: BgeEmbedding(BgeEmbedding.Params(api_base=base, api_key_env="NO_SUCH_KEY_VAR")),
         lambda base: BgeRank(BgeRank.Params(api_base=base, api_key_env="NO_SUCH_KEY_VAR")),
         lambda base: DashScopeRank(DashScopeRank.Params(api_base=base, api_key_env="NO_SUCH_KEY_VAR")),
@@ -134,7 +137,7 @@ def test_async_body_that_is_not_json(server: FakeOpenAIServer, fast_retry: dict[
 )
 def test_missing_key_variable_is_named_at_construction(build: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
-    with pytest.raises(ModelError, match="environment variable NO_SUCH_KEY_VAR .*is not set"):
+    with pytest.raises(ModelError, match=r"environment variable NO_SUCH_KEY_VAR .*is not set"):
         build("http://127.0.0.1:9/v1")
 
 

@@ -1,0 +1,107 @@
+"""Connecting `elasticsearch_memory_store`: the client from its settings, and client errors as
+one-line messages that name the hosts but never a credential."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from memoryscope.errors import StoreError
+
+__all__ = ["build_client", "safe_hosts", "client_hosts", "item_reason", "api_reason", "transport_reason"]
+
+_ERRNO = re.compile(r"\[Errno -?\d+\] [^)'\"]+")
+
+
+def build_client(elasticsearch: Any, params: Any) -> Any:
+    """An `elasticsearch.Elasticsearch` for the store's `Params`; secrets come from the environment."""
+    options: dict[str, Any] = {"request_timeout": params.request_timeout, "verify_certs": params.verify_certs}
+    if params.ca_certs is not None:
+        options["ca_certs"] = params.ca_certs
+    if params.api_key_env is not None:
+        options["api_key"] = _secret(params.api_key_env, "api_key_env")
+    if (params.username_env is None) != (params.password_env is None):
+        raise StoreError("elasticsearch_memory_store: set both username_env and password_env, or neither")
+    if params.username_env is not None and params.password_env is not None:
+        options["basic_auth"] = (_secret(params.username_env, "username_env"), _secret(params.password_env, "password_env"))
+    try:
+        return elasticsearch.Elasticsearch(params.hosts, **options)
+    except (ValueError, TypeError) as error:  # a malformed URL, TLS options on http hosts, ...
+        raise StoreError(f"elasticsearch_memory_store at {', '.join(safe_hosts(params.hosts))}: {error}") from None
+
+
+def _secret(variable: str, setting: str) -> str:
+    value = os.environ.get(variable)
+    if not value:
+        raise StoreError(f"elasticsearch_memory_store: memory_store.{setting} names ${variable}, which is not set")
+    return value
+
+
+def safe_hosts(hosts: Sequence[str]) -> list[str]:
+    """Host URLs without any `user:password@` part."""
+    safe = []
+    for host in hosts:
+        try:
+            parts = urlsplit(host if "//" in host else f"//{host}")
+            netloc = parts.hostname or ""
+            if parts.port is not None:
+                netloc = f"{netloc}:{parts.port}"
+            safe.append(urlunsplit((parts.scheme, netloc, parts.path, "", "")).removeprefix("//"))
+        except ValueError:
+            safe.append("<unparsable host>")
+    return safe
+
+
+def client_hosts(client: Any) -> list[str]:
+    try:
+        return [str(node.base_url) for node in client.transport.node_pool.all()]
+    except AttributeError:
+        return ["<injected client>"]
+
+
+def item_reason(result: dict[str, Any]) -> str:
+    error = result.get("error")
+    if isinstance(error, dict):
+        reason = f"{error.get('type', 'error')}: {error.get('reason', '')}"
+        cause = error.get("caused_by")
+        if isinstance(cause, dict) and cause.get("reason"):
+            reason += f" ({cause['reason']})"
+        return _one_line(reason)
+    return _one_line(str(error))
+
+
+def api_reason(error: Any) -> str:
+    status = getattr(error, "status_code", None)
+    body = getattr(error, "body", None)
+    detail = str(getattr(error, "message", error))
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        info = body["error"]
+        detail = f"{info.get('type', detail)}: {info.get('reason', '')}"
+    hint = ""
+    if status == 401:
+        hint = " (check api_key_env, or username_env and password_env)"
+    elif status == 403:
+        hint = " (the credentials lack a privilege on this index)"
+    if type(error).__name__ == "UnsupportedProductError":
+        return "the server is not Elasticsearch"
+    return _one_line(f"HTTP {status} {detail}{hint}")
+
+
+def transport_reason(error: Any, timeout: float) -> str:
+    kind = type(error).__name__
+    if kind == "ConnectionTimeout":
+        return f"no answer within {timeout:g}s (request_timeout)"
+    if kind == "TlsError":
+        return "TLS error (check the https URL, verify_certs and ca_certs)"
+    if kind == "SerializationError":
+        return _one_line(f"cannot serialise the request or read the answer: {error}")
+    found = _ERRNO.search(str(error))
+    return f"cannot connect: {found.group(0).strip()}" if found else "cannot connect"
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -1,0 +1,342 @@
+"""What `fake_elasticsearch` knows of the Query DSL: matching, BM25, kNN, sorting, `_source`.
+
+A subset, written from the Elasticsearch 8.x reference, enough for `elasticsearch_memory_store`:
+queries `match_all`, `bool` (filter / must / should / must_not), `term`, `terms`, `range`,
+`exists`, `ids`, `match`, `multi_match` (most_fields / best_fields); the `knn` search option
+(exact cosine over the filtered documents, scored `(1 + cosine) / 2` as Elasticsearch does);
+`sort` with `search_after`; `_source` includes / excludes. Anything else is refused with a 400
+`parsing_exception`, so a body the fake does not understand fails loudly instead of matching
+everything.
+
+Approximations: text is analysed like the `standard` analyzer for Latin words (lower-cased
+runs of letters and digits) and CJK (one token per character); BM25 uses Lucene's formula
+(k1 = 1.2, b = 0.75) with statistics over the whole index (one shard); kNN is exact.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+import numpy as np
+
+__all__ = ["QueryError", "analyze", "matches", "score", "knn_hits", "sort_key", "sort_values", "filter_source"]
+
+_CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
+_TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}_]+")
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+class QueryError(Exception):
+    """A body the fake refuses: becomes an HTTP 400 with `error_type` and the message as reason."""
+
+    def __init__(self, reason: str, error_type: str = "parsing_exception"):
+        self.error_type = error_type
+        super().__init__(reason)
+
+
+def analyze(text: Any) -> list[str]:
+    return [token.lower() for token in _TOKEN.findall(str(text))] if text is not None else []
+
+
+def _properties(mappings: Mapping[str, Any]) -> Mapping[str, Any]:
+    return mappings.get("properties", {})
+
+
+def field_type(mappings: Mapping[str, Any], field: str) -> str | None:
+    """The mapped type of `field` (`key.text` finds the `text` sub-field of `key`)."""
+    name, _, sub = field.partition(".")
+    spec = _properties(mappings).get(name)
+    if spec is None:
+        return None
+    if sub:
+        spec = spec.get("fields", {}).get(sub)
+        return None if spec is None else spec.get("type")
+    return spec.get("type", "object")
+
+
+def field_values(document: Mapping[str, Any], field: str) -> list[Any]:
+    """The values of `field` in a `_source` (a sub-field reads its parent's value)."""
+    value = document.get(field.partition(".")[0])
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
+def epoch_nanos(value: Any, kind: str) -> int:
+    """A date as Elasticsearch keeps it: epoch nanoseconds (`date_nanos`) or milliseconds (`date`),
+    truncated; both in nanoseconds here so comparisons mirror the field's resolution."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        moment_ns = int(value) * 1_000_000  # epoch_millis
+    else:
+        try:
+            moment = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            raise QueryError(f"failed to parse date field [{value}]", "parse_exception") from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=timezone.utc)
+        delta = moment - _EPOCH
+        moment_ns = (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
+    if kind == "date":
+        return moment_ns // 1_000_000 * 1_000_000
+    return moment_ns
+
+
+def _comparable(value: Any, kind: str | None) -> Any:
+    if kind in ("date", "date_nanos"):
+        return epoch_nanos(value, kind)
+    return value
+
+
+# ---- matching and scoring ----------------------------------------------------------------------
+
+
+def _single(query: Mapping[str, Any], name: str) -> tuple[str, Any]:
+    if not isinstance(query, Mapping) or len(query) != 1:
+        raise QueryError(f"[{name}] query malformed, expected one field, got {query!r}")
+    return next(iter(query.items()))
+
+
+def _clauses(value: Any) -> list[Mapping[str, Any]]:
+    if value is None:
+        return []
+    return list(value) if isinstance(value, list) else [value]
+
+
+def matches(query: Mapping[str, Any], document: Mapping[str, Any], mappings: Mapping[str, Any], doc_id: str = "") -> bool:
+    """Whether `document` (with id `doc_id`) matches `query`; QueryError for queries the fake does not know."""
+    kind, spec = _single(query, "query")
+    if kind == "match_all":
+        return True
+    if kind == "bool":
+        unknown = set(spec) - {"filter", "must", "should", "must_not", "minimum_should_match"}
+        if unknown:
+            raise QueryError(f"[bool] unknown keys {sorted(unknown)}")
+        required = _clauses(spec.get("filter")) + _clauses(spec.get("must"))
+        if not all(matches(clause, document, mappings, doc_id) for clause in required):
+            return False
+        if any(matches(clause, document, mappings, doc_id) for clause in _clauses(spec.get("must_not"))):
+            return False
+        should = _clauses(spec.get("should"))
+        needed = int(spec.get("minimum_should_match", 0 if required else 1 if should else 0))
+        return sum(matches(clause, document, mappings, doc_id) for clause in should) >= needed
+    if kind in ("term", "terms"):
+        field, wanted = _single(spec, kind)
+        if kind == "term":
+            wanted = [wanted["value"] if isinstance(wanted, Mapping) else wanted]
+        elif not isinstance(wanted, list):
+            raise QueryError(f"[terms] query expects a list for [{field}]")
+        present = field_values(document, field)
+        return any(value == item for value in present for item in wanted)
+    if kind == "range":
+        field, bounds = _single(spec, "range")
+        unknown = set(bounds) - {"gte", "gt", "lte", "lt", "format"}
+        if unknown:
+            raise QueryError(f"[range] unknown keys {sorted(unknown)}")
+        field_kind = field_type(mappings, field)
+        for value in field_values(document, field):
+            current = _comparable(value, field_kind)
+            checks = {
+                "gte": lambda bound, current=current: current >= bound,
+                "gt": lambda bound, current=current: current > bound,
+                "lte": lambda bound, current=current: current <= bound,
+                "lt": lambda bound, current=current: current < bound,
+            }
+            if all(checks[op](_comparable(bound, field_kind)) for op, bound in bounds.items() if op != "format"):
+                return True
+        return False
+    if kind == "exists":
+        return bool(field_values(document, spec["field"]))
+    if kind == "ids":
+        return doc_id in spec.get("values", [])
+    if kind in ("match", "multi_match"):
+        return _any_term(query, document, mappings)  # the default operator is `or`
+    raise QueryError(f"unknown query [{kind}]")
+
+
+def _any_term(query: Mapping[str, Any], document: Mapping[str, Any], mappings: Mapping[str, Any]) -> bool:
+    text, fields = _text_query(query)
+    for field in fields:
+        if field_type(mappings, field) != "text":
+            raise QueryError(f"field [{field}] is not a text field in the fake's mapping", "query_shard_exception")
+    terms = set(analyze(text))
+    return any(terms & set(analyze(" ".join(map(str, field_values(document, field))))) for field in fields)
+
+
+def _text_query(query: Mapping[str, Any]) -> tuple[str, list[str]]:
+    kind, spec = _single(query, "query")
+    if kind == "match":
+        field, value = _single(spec, "match")
+        text = value.get("query") if isinstance(value, Mapping) else value
+        return str(text), [field]
+    if spec.get("type", "best_fields") not in ("best_fields", "most_fields"):
+        raise QueryError(f"[multi_match] type [{spec.get('type')}] is not supported by the fake")
+    return str(spec["query"]), list(spec["fields"])
+
+
+class _Stats:
+    """BM25 collection statistics per field over every document of the index."""
+
+    def __init__(self, documents: Mapping[str, Mapping[str, Any]]):
+        self.documents = documents
+        self._cache: dict[str, tuple[int, float, dict[str, int]]] = {}
+
+    def field(self, field: str) -> tuple[int, float, dict[str, int]]:
+        if field not in self._cache:
+            lengths: list[int] = []
+            frequency: dict[str, int] = {}
+            for document in self.documents.values():
+                tokens = analyze(" ".join(map(str, field_values(document, field))))
+                if tokens:
+                    lengths.append(len(tokens))
+                    for token in set(tokens):
+                        frequency[token] = frequency.get(token, 0) + 1
+            average = sum(lengths) / len(lengths) if lengths else 1.0
+            self._cache[field] = (len(lengths), average, frequency)
+        return self._cache[field]
+
+
+def _bm25(text: str, field: str, document: Mapping[str, Any], stats: _Stats, k1: float = 1.2, b: float = 0.75) -> float:
+    tokens = analyze(" ".join(map(str, field_values(document, field))))
+    if not tokens:
+        return 0.0
+    count, average, frequency = stats.field(field)
+    total = 0.0
+    for term in analyze(text):
+        tf = tokens.count(term)
+        if not tf:
+            continue
+        df = frequency.get(term, 1)
+        idf = math.log(1 + (max(count, df) - df + 0.5) / (df + 0.5))
+        total += idf * tf / (tf + k1 * (1 - b + b * len(tokens) / average))
+    return total
+
+
+def score(query: Mapping[str, Any], document: Mapping[str, Any], mappings: Mapping[str, Any], stats: _Stats) -> float:
+    """The relevance score of a matching document (filters and term-level queries score 0)."""
+    kind, spec = _single(query, "query")
+    if kind == "bool":
+        return sum(score(clause, document, mappings, stats) for key in ("must", "should") for clause in _clauses(spec.get(key)))
+    if kind in ("match", "multi_match"):
+        text, fields = _text_query(query)
+        per_field = [_bm25(text, field, document, stats) for field in fields]
+        most = kind == "match" or spec.get("type") == "most_fields"
+        return sum(per_field) if most else max(per_field, default=0.0)
+    return 0.0
+
+
+def search_stats(documents: Mapping[str, Mapping[str, Any]]) -> _Stats:
+    return _Stats(documents)
+
+
+def knn_hits(
+    knn: Mapping[str, Any], documents: Mapping[str, Mapping[str, Any]], mappings: Mapping[str, Any]
+) -> list[tuple[str, float]]:
+    """`(id, score)` of the `k` nearest filtered documents, best first (exact search)."""
+    unknown = set(knn) - {"field", "query_vector", "k", "num_candidates", "filter", "similarity", "boost"}
+    if unknown:
+        raise QueryError(f"[knn] unknown keys {sorted(unknown)}")
+    field, k, candidates = knn.get("field"), knn.get("k"), knn.get("num_candidates")
+    spec = _properties(mappings).get(str(field), {})
+    if spec.get("type") != "dense_vector" or not spec.get("index", True):
+        raise QueryError(f"[knn] field [{field}] is not an indexed dense_vector field", "illegal_argument_exception")
+    if not isinstance(k, int) or not isinstance(candidates, int) or k < 1:
+        raise QueryError("[knn] needs integer [k] >= 1 and [num_candidates]", "illegal_argument_exception")
+    if candidates < k:
+        raise QueryError(f"[num_candidates] cannot be less than [k]; got {candidates} < {k}", "illegal_argument_exception")
+    if candidates > 10_000:
+        raise QueryError("[num_candidates] cannot exceed [10000]", "illegal_argument_exception")
+    query = np.asarray(knn.get("query_vector"), dtype=np.float64)
+    if query.shape != (spec.get("dims"),):
+        raise QueryError(
+            f"the query vector has {query.size} dimensions; the field has [{spec.get('dims')}]",
+            "illegal_argument_exception",
+        )
+    norm = float(np.linalg.norm(query))
+    if norm == 0.0:
+        raise QueryError("The [cosine] similarity does not support vectors with zero magnitude.", "illegal_argument_exception")
+    filters = _clauses(knn.get("filter"))
+    scored = []
+    for memory_id, document in documents.items():
+        vector = document.get(str(field))
+        if vector is None or not all(matches(clause, document, mappings, memory_id) for clause in filters):
+            continue
+        row = np.asarray(vector, dtype=np.float64)
+        cosine = float(row @ query) / (float(np.linalg.norm(row)) * norm)
+        scored.append((memory_id, (1.0 + cosine) / 2.0))
+    scored.sort(key=lambda pair: -pair[1])
+    return scored[:k]
+
+
+# ---- sorting and _source ---------------------------------------------------------------------------
+
+
+def parse_sort(sort: Any) -> list[tuple[str, str]]:
+    """`[("created_at", "desc"), ...]` from the forms Elasticsearch accepts."""
+    out = []
+    for item in sort if isinstance(sort, list) else [sort]:
+        if isinstance(item, str):
+            out.append((item, "desc" if item == "_score" else "asc"))
+        elif isinstance(item, Mapping) and len(item) == 1:
+            field, spec = next(iter(item.items()))
+            order = spec.get("order", "asc") if isinstance(spec, Mapping) else spec
+            if order not in ("asc", "desc"):
+                raise QueryError(f"[sort] unknown order [{order}]")
+            out.append((field, order))
+        else:
+            raise QueryError(f"[sort] malformed: {item!r}")
+    return out
+
+
+def sort_values(document: Mapping[str, Any], sort: Sequence[tuple[str, str]], mappings: Mapping[str, Any]) -> list[Any]:
+    """What a hit's `sort` shows: epoch millis for `date`, epoch nanos for `date_nanos`, else the value."""
+    values: list[Any] = []
+    for field, _ in sort:
+        kind = field_type(mappings, field)
+        if kind is None:
+            raise QueryError(f"No mapping found for [{field}] in order to sort on", "query_shard_exception")
+        present = field_values(document, field)
+        if not present:
+            values.append(None)
+        elif kind == "date":
+            values.append(epoch_nanos(present[0], kind) // 1_000_000)
+        elif kind == "date_nanos":
+            values.append(epoch_nanos(present[0], kind))
+        else:
+            values.append(present[0])
+    return values
+
+
+def sort_key(values: Sequence[Any], sort: Sequence[tuple[str, str]]) -> tuple[Any, ...]:
+    """A key that orders hits as `sort` asks, missing values last."""
+    key: list[tuple[int, Any]] = []
+    for value, (_, order) in zip(values, sort, strict=True):
+        if value is None:
+            key.append((1, 0))
+        elif isinstance(value, (int, float)):
+            key.append((0, -value if order == "desc" else value))
+        else:
+            key.append((0, _Reversed(value) if order == "desc" else value))
+    return tuple(key)
+
+
+class _Reversed:
+    def __init__(self, value: Any):
+        self.value = value
+
+    def __lt__(self, other: _Reversed) -> bool:
+        return bool(self.value > other.value)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Reversed) and self.value == other.value
+
+    def __hash__(self) -> int:
+        return hash(self.value)
+
+
+def filter_source(source: Mapping[str, Any], includes: Sequence[str] | None, excludes: Sequence[str] | None) -> dict[str, Any]:
+    kept = {name: value for name, value in source.items() if includes is None or name in includes}
+    return {name: value for name, value in kept.items() if not excludes or name not in excludes}

@@ -1,0 +1,153 @@
+"""Find the dates a query is about, so retrieval can favour memories from then."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from datetime import date, datetime, timedelta
+from functools import lru_cache
+from importlib import resources
+from typing import Any, ClassVar
+from zoneinfo import ZoneInfo
+
+import yaml
+from pydantic import Field
+
+from memoryscope.context import MemoryContext
+from memoryscope.env import Env
+from memoryscope.models.base import ChatMessage, GenerationModel
+from memoryscope.stores.base import TimeRange
+from memoryscope.timeparse import has_unresolved_time_word, resolve_time_range
+from memoryscope.timeparse.calendar_math import at
+from memoryscope.worker import Worker, WorkerParams, register_worker
+
+__all__ = ["ExtractTimeWorker", "parse_date_range"]
+
+logger = logging.getLogger(__name__)
+
+_WEEKDAYS = {
+    "en": ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"),
+    "zh": ("星期一", "星期二", "星期三", "星期四", "星期五", "星期六", "星期日"),
+}
+_OBJECT = re.compile(r"\{[^{}]*\}")
+_DATE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
+_LOOSE_FIELD = re.compile(r"""["']?(start|end)["']?\s*[:=]\s*["']?(\d{4}-\d{1,2}-\d{1,2})""", re.IGNORECASE)
+
+
+@register_worker("extract_time")
+class ExtractTimeWorker(Worker):
+    """Set `time_range` (on `event_time`) from the time words in `query`, read at `query_time`.
+
+    Rules first (English and Chinese, see `memoryscope.timeparse`): "last Saturday", "三周前",
+    "in March 2023" resolve locally in well under a millisecond. Only when the rules place
+    nothing and the query still has a vague time word ("recently", "around the holidays", 前阵子)
+    is the generation model asked, for `{"start": ..., "end": ...}`. A query with no time word
+    costs no model call. An unusable reply, or a failed call, leaves `time_range` None.
+    """
+
+    reads: ClassVar[tuple[str, ...]] = ("query", "query_time")
+    writes: ClassVar[tuple[str, ...]] = ("time_range",)
+
+    class Params(WorkerParams):
+        generation_model: str = Field(
+            "generation_model", description="Key under `model:` of the LLM asked about vague time words."
+        )
+        use_llm_fallback: bool = Field(
+            True,
+            description="Ask the LLM when the rules place nothing but the query has a vague time word; "
+            "false keeps the worker rule-only (no model calls).",
+        )
+
+    params: Params
+
+    def bind(self, env: Env) -> None:
+        self._zone: ZoneInfo = env.settings.tzinfo
+        self._language: str = env.settings.language
+        self._model: GenerationModel | None = None
+        if self.params.use_llm_fallback:
+            where = f"worker.{self.name}.generation_model"
+            self._model = env.generation_model(self.params.generation_model, where)
+        self._prompt = _prompt(self._language) if self._model is not None else None
+
+    def run(self, ctx: MemoryContext) -> None:
+        reference = self._reference(ctx.query_time)
+        found = resolve_time_range(ctx.query, reference)
+        if found is None and self._model is not None and has_unresolved_time_word(ctx.query):
+            found = self._ask_model(ctx.query, reference)
+        ctx.time_range = None if found is None else TimeRange("event_time", found[0], found[1])
+
+    def _reference(self, moment: datetime | None) -> datetime:
+        """The query time in the configured zone: calendar words mean the user's calendar."""
+        if moment is None:
+            return datetime.now(self._zone)
+        if moment.tzinfo is None:
+            return moment.replace(tzinfo=self._zone)
+        return moment.astimezone(self._zone)
+
+    def _ask_model(self, query: str, reference: datetime) -> tuple[datetime, datetime] | None:
+        if self._model is None or self._prompt is None:
+            return None
+        values = {
+            "now": reference.strftime("%Y-%m-%d %H:%M"),
+            "weekday": _WEEKDAYS.get(self._language, _WEEKDAYS["en"])[reference.weekday()],
+            "query": query,
+        }
+        messages = [
+            ChatMessage("system", self._prompt["system"].format(**values)),
+            ChatMessage("user", self._prompt["user"].format(**values)),
+        ]
+        try:
+            reply = self._model.chat(messages)
+        except Exception as error:  # the time hint is optional: retrieval goes on without it
+            logger.warning("worker %s: the model could not place the time in the query (%s); no time range", self.name, error)
+            return None
+        found = parse_date_range(reply, self._zone)
+        if found is None:
+            logger.info("worker %s: no usable date range in the model's reply %r", self.name, reply[:200])
+        return found
+
+
+@lru_cache(maxsize=4)
+def _prompt(language: str) -> dict[str, str]:
+    """The system and user templates for `language` (English when there are none for it)."""
+    text = resources.files("memoryscope.workers").joinpath("prompts/extract_time.yaml").read_text(encoding="utf-8")
+    prompts: dict[str, dict[str, str]] = yaml.safe_load(text)
+    return prompts.get(language) or prompts["en"]
+
+
+def parse_date_range(reply: str, zone: ZoneInfo) -> tuple[datetime, datetime] | None:
+    """`[first day 00:00, day after the last 00:00)` from a reply like `{"start": "2024-10-01",
+    "end": "2024-10-15"}` (end included), also inside code fences or chatter; None for `{}` or
+    anything unusable. One date alone is that day; dates in the wrong order are swapped."""
+    fields: dict[str, Any] | None = None
+    for candidate in _OBJECT.findall(reply):
+        try:
+            parsed = json.loads(candidate)
+        except ValueError:
+            continue
+        if isinstance(parsed, dict):
+            fields = parsed
+            break
+    if fields is None:
+        fields = {name.lower(): value for name, value in _LOOSE_FIELD.findall(reply)}
+    start, end = _day(fields.get("start")), _day(fields.get("end"))
+    if start is None and end is None:
+        return None
+    first, last = start or end, end or start
+    if first is None or last is None:  # both set by now; keeps the type checker informed
+        return None
+    first, last = min(first, last), max(first, last)
+    return at(first, zone), at(last + timedelta(days=1), zone)
+
+
+def _day(value: Any) -> date | None:
+    if not isinstance(value, str):
+        return None
+    match = _DATE.search(value)
+    if match is None:
+        return None
+    try:
+        return date(int(match[1]), int(match[2]), int(match[3]))
+    except ValueError:
+        return None
