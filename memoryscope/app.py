@@ -17,7 +17,7 @@ from typing import Any
 from memoryscope.config import Config, load_config
 from memoryscope.config.schema import ModelSpec
 from memoryscope.env import Env
-from memoryscope.errors import ConfigError, MemoryScopeError
+from memoryscope.errors import ConfigError
 from memoryscope.service import MemoryService, Operation
 from memoryscope.stores.base import MemoryStore
 from memoryscope.worker import WORKERS, Worker

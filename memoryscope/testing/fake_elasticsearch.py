@@ -94,7 +94,7 @@ class FakeElasticsearch:
         self._requests: list[RecordedRequest] = []
         self._item_failures: dict[str, tuple[int, str, str]] = {}
         self._scripted: deque[list[dict[str, Any]]] = deque()
-        self._faults: deque[tuple[int, str, str]] = deque()
+        self._faults: deque[tuple[int, str, str, str | None]] = deque()
         self._seq = itertools.count(1)
         self._connections: set[socket.socket] = set()
         self._httpd: ThreadingHTTPServer | None = None
@@ -176,9 +176,12 @@ class FakeElasticsearch:
         with self._lock:
             self._scripted.extend(list(hits) for hits in hit_lists)
 
-    def fail_next(self, count: int = 1, status: int = 500, error_type: str = "fake_failure", reason: str = "injected") -> None:
+    def fail_next(
+        self, count: int = 1, status: int = 500, error_type: str = "fake_failure", reason: str = "injected", *, action: str | None = None
+    ) -> None:
+        """The next `count` requests (only those whose path ends with `action`, when given) get an error."""
         with self._lock:
-            self._faults.extend([(status, error_type, reason)] * count)
+            self._faults.extend([(status, error_type, reason, action)] * count)
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -198,8 +201,8 @@ class FakeElasticsearch:
 
     def answer(self, method: str, path: str, params: dict[str, str], body: Any) -> tuple[int, Any]:
         with self._lock:
-            if self._faults:
-                status, error_type, reason = self._faults.popleft()
+            if self._faults and (self._faults[0][3] is None or path.endswith(str(self._faults[0][3]))):
+                status, error_type, reason, _ = self._faults.popleft()
                 return status, _error(status, error_type, reason)
             try:
                 return self._route(method, path, params, body)

@@ -394,7 +394,7 @@ def test_update_refusals(server: FakeElasticsearch, store: ElasticsearchMemorySt
     store.upsert([node("a")], vectors=np.asarray([E1]))
     with pytest.raises(StoreError, match="no memory 'missing'"):
         store.update("missing", reflected=True)
-    server.fail_next(status=409, error_type="version_conflict_engine_exception")
+    server.fail_next(status=409, error_type="version_conflict_engine_exception", action="_update/a")
     with pytest.raises(StoreError, match="changed while it was being updated"):
         store.update("a", reflected=True)
 
