@@ -39,6 +39,8 @@ __all__ = [
     "RemoteCaller",
     "JsonHttpClient",
     "read_api_key",
+    "connection_reason",
+    "decode_json_response",
     "is_retryable_status",
     "parse_retry_after",
     "snippet",
@@ -160,8 +162,16 @@ class RemoteCaller:
         return ModelError(self.backend, self.model, self.endpoint, self._scrub(reason))
 
     def _scrub(self, text: str) -> str:
-        # a server may echo the key back in an error body ("invalid key sk-...")
-        return text.replace(self._api_key, "***") if self._api_key else text
+        # A server may echo the key back in an error body ("invalid key sk-..."), and a snippet
+        # of that body may cut the key short: hide it whole, and any 4+ character start of it
+        # that ends where a snippet was cut.
+        key = self._api_key
+        if not key:
+            return text
+        text = text.replace(key, "***")
+        for length in range(len(key) - 1, 3, -1):
+            text = text.replace(key[:length] + "…", "***…")
+        return text
 
     def expect(self, payload: Any, path: str, expected: type | tuple[type, ...]) -> Any:
         """`payload[a][b]` for `path` "a.b", or a ModelError saying which field was expected."""
@@ -177,23 +187,26 @@ class RemoteCaller:
 
     def call(self, attempt: Callable[[], T]) -> T:
         """`attempt()`, retried while it raises a retryable AttemptFailed."""
-        for retry_number in range(self.policy.max_retries + 1):
+        retry_number = 0
+        while True:
             try:
                 return attempt()
             except AttemptFailed as failure:
                 time.sleep(self._wait_or_raise(failure, retry_number))
-        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+            retry_number += 1
 
     async def acall(self, attempt: Callable[[], Awaitable[T]]) -> T:
         """Async `call`: waits with `asyncio.sleep`, so other tasks run meanwhile."""
-        for retry_number in range(self.policy.max_retries + 1):
+        retry_number = 0
+        while True:
             try:
                 return await attempt()
             except AttemptFailed as failure:
                 await asyncio.sleep(self._wait_or_raise(failure, retry_number))
-        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+            retry_number += 1
 
     def _wait_or_raise(self, failure: AttemptFailed, retry_number: int) -> float:
+        """Seconds to wait before the next attempt, or the ModelError that ends the call."""
         attempts = retry_number + 1
         if not failure.retryable:
             raise self.error(failure.reason) from failure.__cause__

@@ -154,6 +154,11 @@ class ElasticsearchMemoryStore(MemoryStore):
         self._index_ready = False
         self._index_lock = threading.Lock()
 
+    @property
+    def client(self) -> Any:
+        """The `elasticsearch.Elasticsearch` client the store uses (for administration; same connection settings)."""
+        return self._client
+
     def __repr__(self) -> str:
         return (
             f"ElasticsearchMemoryStore(hosts={self.hosts!r}, index_name={self.index_name!r}, "
@@ -232,6 +237,9 @@ class ElasticsearchMemoryStore(MemoryStore):
         """Close the client the store built (an injected client is left to its owner)."""
         if self._owns_client:
             self._client.close()
+
+    def __enter__(self) -> ElasticsearchMemoryStore:
+        return self
 
     # ---- writing ------------------------------------------------------------------------------
 

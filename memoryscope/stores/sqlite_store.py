@@ -1,9 +1,8 @@
 """`sqlite_memory_store`: the default, embedded store — one SQLite file, no server.
 
-- Durability and concurrency: WAL mode (readers never block the writer), a busy timeout so
-  writers from other threads and processes queue instead of failing, every write in one
-  `BEGIN IMMEDIATE` transaction (a batch lands whole or not at all). Each thread gets its own
-  connection, so reads run in parallel.
+- Durability and concurrency (`_sqlite_connections`): WAL mode, a busy timeout so writers from
+  other threads and processes queue instead of failing, every write in one `BEGIN IMMEDIATE`
+  transaction (a batch lands whole or not at all), one connection per thread.
 - Dense search: per-user float32 matrices in memory (`_sqlite_cache`), kept current through a
   trigger-filled change log, so writes from any process are seen by the next search.
 - Keyword search: FTS5 `bm25()` over text pre-tokenized by `memoryscope.text.tokenize` (jieba
@@ -16,10 +15,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
-import weakref
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +26,9 @@ from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryNode, utc_now
 from memoryscope.models.base import EmbeddingModel
 from memoryscope.stores._sqlite_cache import MatrixCache, refresh
+from memoryscope.stores._sqlite_connections import SqliteConnections
 from memoryscope.stores._sqlite_schema import (
     NODE_COLUMNS,
-    SCHEMA_SCRIPT,
-    SCHEMA_VERSION,
     UPDATABLE_FIELDS,
     filter_sql,
     keyword_text,
@@ -122,13 +117,10 @@ class SqliteMemoryStore(MemoryStore):
         self.path = params.path
         self.embedding_model = embedding_model
         self.dimension = int(embedding_model.dimension)
-        self._local = threading.local()
-        self._connections: list[tuple[weakref.ref[threading.Thread], sqlite3.Connection]] = []
-        self._connections_lock = threading.Lock()
-        self._closed = False
+        self._connections = SqliteConnections(self.path, params.busy_timeout_s)
         self._cache = MatrixCache(self.dimension, params.cache_max_users)
         try:
-            self._open()
+            self._connections.open(embedding_model, self.dimension)
         except BaseException:
             self.close()
             raise
@@ -139,111 +131,8 @@ class SqliteMemoryStore(MemoryStore):
     def __repr__(self) -> str:
         return f"SqliteMemoryStore(path={str(self.path)!r}, embedding_model={self.embedding_model.model_name!r})"
 
-    # ---- opening, connections, transactions -------------------------------------------------
-
-    def _open(self) -> None:
-        if str(self.path) == ":memory:" or str(self.path).startswith("file:"):
-            raise StoreError(f"sqlite_memory_store needs a file path, got {str(self.path)!r}")
-        if self.path.is_dir():
-            raise StoreError(f"cannot open memory store {self.path}: it is a directory, not a file")
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise StoreError(f"cannot create the folder of memory store {self.path}: {error.strerror or error}") from None
-        try:
-            connection = self._connection()
-            mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-            if str(mode).lower() != "wal":
-                raise StoreError(f"cannot open memory store {self.path}: WAL mode unavailable (journal mode {mode!r})")
-            connection.executescript("BEGIN IMMEDIATE;" + SCHEMA_SCRIPT)
-            try:
-                self._check_recorded_model(connection)
-            except BaseException:
-                connection.execute("ROLLBACK")
-                raise
-            connection.execute("COMMIT")
-        except sqlite3.Error as error:
-            raise StoreError(f"cannot open memory store {self.path}: {error}") from None
-
-    def _check_recorded_model(self, connection: sqlite3.Connection) -> None:
-        """Record the embedding model on first open; refuse another model on later opens."""
-        recorded = dict(connection.execute("SELECT key, value FROM store_meta").fetchall())
-        version = recorded.setdefault("schema_version", SCHEMA_VERSION)
-        if version != SCHEMA_VERSION:
-            raise StoreError(f"memory store {self.path} has schema version {version}; this MemoryScope reads {SCHEMA_VERSION}")
-        name, dimension = self.embedding_model.model_name, self.dimension
-        recorded_name = recorded.get("embedding_model")
-        if recorded_name is None:
-            connection.executemany(
-                "INSERT OR REPLACE INTO store_meta (key, value) VALUES (?, ?)",
-                [("schema_version", SCHEMA_VERSION), ("embedding_model", name), ("embedding_dimension", str(dimension))],
-            )
-            return
-        recorded_dimension = recorded.get("embedding_dimension")
-        if recorded_name != name or recorded_dimension != str(dimension):
-            raise StoreError(
-                f"memory store {self.path} holds vectors made by embedding model {recorded_name!r} "
-                f"(dimension {recorded_dimension}), but it was opened with {name!r} (dimension {dimension}); "
-                "re-embed it with `memoryscope reembed --config ...` or point memory_store.path at another file"
-            )
-
-    def _connection(self) -> sqlite3.Connection:
-        """This thread's connection (created on first use)."""
-        if self._closed:
-            raise StoreError(f"memory store {self.path} is closed")
-        connection: sqlite3.Connection | None = getattr(self._local, "connection", None)
-        if connection is not None:
-            return connection
-        connection = sqlite3.connect(
-            self.path,
-            timeout=self.params.busy_timeout_s,
-            isolation_level=None,  # transactions are explicit: BEGIN IMMEDIATE for writes
-            check_same_thread=False,  # each thread has its own; `close()` may run on another thread
-        )
-        # NORMAL is durable against process crashes in WAL mode; only power loss may drop the last commits
-        connection.execute("PRAGMA synchronous = NORMAL")
-        self._local.connection = connection
-        with self._connections_lock:
-            self._close_connections_of_finished_threads()
-            self._connections.append((weakref.ref(threading.current_thread()), connection))
-        return connection
-
-    def _close_connections_of_finished_threads(self) -> None:
-        alive = []
-        for thread_ref, connection in self._connections:
-            thread = thread_ref()
-            if thread is None or not thread.is_alive():
-                connection.close()
-            else:
-                alive.append((thread_ref, connection))
-        self._connections = alive
-
-    @contextmanager
-    def _errors(self) -> Iterator[None]:
-        """SQLite errors become StoreError naming the file."""
-        try:
-            yield
-        except sqlite3.Error as error:
-            raise StoreError(f"memory store {self.path}: {error}") from error
-
-    @contextmanager
-    def _write_transaction(self) -> Iterator[sqlite3.Connection]:
-        connection = self._connection()
-        connection.execute("BEGIN IMMEDIATE")
-        try:
-            yield connection
-            connection.execute("COMMIT")
-        except BaseException:
-            if connection.in_transaction:
-                connection.execute("ROLLBACK")
-            raise
-
     def close(self) -> None:
-        self._closed = True
-        with self._connections_lock:
-            for _, connection in self._connections:
-                connection.close()
-            self._connections = []
+        self._connections.close()
         self._cache.clear()
 
     # ---- writing ------------------------------------------------------------------------------
@@ -262,13 +151,13 @@ class SqliteMemoryStore(MemoryStore):
             return
         rows = [node_to_row(node) for node in nodes]
         words = [keyword_text(node) for node in nodes]
-        with self._errors():
+        with self._connections.errors():
             if given is not None:
                 new_vectors = dict(enumerate(given[keep]))
             else:
                 # embed outside the write lock; re-checked inside in case another writer changed a content
-                new_vectors = self._embed_changed(self._connection(), nodes, {})
-            with self._write_transaction() as connection:
+                new_vectors = self._embed_changed(self._connections.connection(), nodes, {})
+            with self._connections.write_transaction() as connection:
                 if given is None:
                     new_vectors = self._embed_changed(connection, nodes, new_vectors)
                 self._write_rows(connection, nodes, rows, words, new_vectors)
@@ -279,7 +168,9 @@ class SqliteMemoryStore(MemoryStore):
         """`known` plus passage vectors for nodes whose stored content differs (or that are new)."""
         stored = dict(
             connection.execute(
-                f"SELECT memory_id, content FROM memories WHERE memory_id IN {_IDS_PARAM}",
+                # joined with the vectors: a stored vector can only be kept if there is one
+                "SELECT m.memory_id, m.content FROM memories AS m JOIN memory_vectors AS v ON v.row_id = m.row_id "
+                f"WHERE m.memory_id IN {_IDS_PARAM}",
                 (json.dumps([node.memory_id for node in nodes]),),
             ).fetchall()
         )
@@ -348,7 +239,7 @@ class SqliteMemoryStore(MemoryStore):
                 f"cannot update {', '.join(unknown)} of memory {memory_id!r}; "
                 f"updatable fields: {', '.join(sorted(UPDATABLE_FIELDS))}"
             )
-        with self._errors(), self._write_transaction() as connection:
+        with self._connections.errors(), self._connections.write_transaction() as connection:
             row = connection.execute(_SELECT_NODES + " WHERE memory_id = ?", (memory_id,)).fetchone()
             if row is None:
                 raise StoreError(f"no memory {memory_id!r} in {self.path}")
@@ -358,6 +249,8 @@ class SqliteMemoryStore(MemoryStore):
             except (TypeError, ValueError) as error:
                 raise StoreError(f"cannot update memory {memory_id!r}: {error}") from None
             new_vectors = {}
+            # embedded inside the transaction: reading, changing and writing one node must not interleave
+            # with another writer, and one passage costs milliseconds
             if new.content != old.content:
                 new_vectors = {0: self._passage_vectors([new.content])[0]}
             self._write_rows(connection, [new], [node_to_row(new)], [keyword_text(new)], new_vectors)
@@ -366,7 +259,7 @@ class SqliteMemoryStore(MemoryStore):
     def delete(self, memory_ids: Sequence[str]) -> int:
         if not memory_ids:
             return 0
-        with self._errors(), self._write_transaction() as connection:
+        with self._connections.errors(), self._connections.write_transaction() as connection:
             cursor = connection.execute(f"DELETE FROM memories WHERE memory_id IN {_IDS_PARAM}", (json.dumps(list(memory_ids)),))
             self._prune_change_log(connection)
             return cursor.rowcount
@@ -374,7 +267,7 @@ class SqliteMemoryStore(MemoryStore):
     def delete_by_filter(self, memory_filter: MemoryFilter) -> int:
         validate_filter(memory_filter)
         where, params = filter_sql(memory_filter)
-        with self._errors(), self._write_transaction() as connection:
+        with self._connections.errors(), self._connections.write_transaction() as connection:
             cursor = connection.execute(f"DELETE FROM memories WHERE {where}", params)
             self._prune_change_log(connection)
             return cursor.rowcount
@@ -384,9 +277,9 @@ class SqliteMemoryStore(MemoryStore):
     def get(self, memory_ids: Sequence[str]) -> list[MemoryNode]:
         if not memory_ids:
             return []
-        with self._errors():
+        with self._connections.errors():
             rows = (
-                self._connection()
+                self._connections.connection()
                 .execute(_SELECT_NODES + f" WHERE memory_id IN {_IDS_PARAM}", (json.dumps(list(memory_ids)),))
                 .fetchall()
             )
@@ -402,15 +295,17 @@ class SqliteMemoryStore(MemoryStore):
         where, params = filter_sql(memory_filter)
         direction = "DESC" if newest_first else "ASC"
         sql = f"{_SELECT_NODES} WHERE {where} ORDER BY created_at {direction}, memory_id {direction} LIMIT ? OFFSET ?"
-        with self._errors():
-            rows = self._connection().execute(sql, [*params, limit, offset]).fetchall()
+        with self._connections.errors():
+            rows = self._connections.connection().execute(sql, [*params, limit, offset]).fetchall()
         return [node_from_row(row) for row in rows]
 
     def count(self, memory_filter: MemoryFilter) -> int:
         validate_filter(memory_filter)
         where, params = filter_sql(memory_filter)
-        with self._errors():
-            return int(self._connection().execute(f"SELECT count(*) FROM memories WHERE {where}", params).fetchone()[0])
+        with self._connections.errors():
+            return int(
+                self._connections.connection().execute(f"SELECT count(*) FROM memories WHERE {where}", params).fetchone()[0]
+            )
 
     def search(
         self,
@@ -436,8 +331,8 @@ class SqliteMemoryStore(MemoryStore):
             raise StoreError("keyword search needs a query text")
         if query is None and vector is None:
             raise StoreError(f"{mode.value} search needs a query text or a query vector")
-        with self._errors():
-            connection = self._connection()
+        with self._connections.errors():
+            connection = self._connections.connection()
             if mode is SearchMode.DENSE:
                 ranked = self._dense(connection, memory_filter, query, vector, top_k)
             elif mode is SearchMode.KEYWORD:

@@ -31,6 +31,7 @@ class Answer:
     raw: str | None = None
     headers: dict[str, str] = field(default_factory=dict)
     events: Iterator[dict[str, Any]] | None = None  # server-sent events instead of one body
+    done_marker: bool = True  # end the events with `data: [DONE]`
     reply: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0

@@ -23,17 +23,22 @@ every write is visible at once (tests check the `refresh` parameter in `requests
 Scripting for tests: `create_index` (an index made elsewhere, e.g. with another `_meta`),
 `fail_items` (bulk items that fail, per document id), `script_search` (the next searches answer
 these hits), `fail_next` (the next requests get an error status).
+
+From a shell: `python -m memoryscope.testing.fake_elasticsearch --port 9200` (serves until Ctrl-C).
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import copy
+import fnmatch
 import itertools
 import json
 import re
 import socket
 import threading
+import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -108,7 +113,8 @@ class FakeElasticsearch:
         httpd = ThreadingHTTPServer((self.host, self.requested_port), _Handler)
         httpd.fake = self  # type: ignore[attr-defined]  # how the handler finds its server
         self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever, name="fake-elasticsearch", daemon=True)
+        # a short poll interval: `stop()` waits up to one interval for the serving loop to notice
+        self._thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), name="fake-elasticsearch", daemon=True)
         self._thread.start()
         return self
 
@@ -177,7 +183,13 @@ class FakeElasticsearch:
             self._scripted.extend(list(hits) for hits in hit_lists)
 
     def fail_next(
-        self, count: int = 1, status: int = 500, error_type: str = "fake_failure", reason: str = "injected", *, action: str | None = None
+        self,
+        count: int = 1,
+        status: int = 500,
+        error_type: str = "fake_failure",
+        reason: str = "injected",
+        *,
+        action: str | None = None,
     ) -> None:
         """The next `count` requests (only those whose path ends with `action`, when given) get an error."""
         with self._lock:
@@ -223,7 +235,7 @@ class FakeElasticsearch:
             raise _Failure(400, "illegal_argument_exception", f"fake: no route for {method} {path}")
         name, action, doc_id = route.group("index"), route.group("action"), route.group("id")
         if action is None:
-            return self._index_admin(method, name, body)
+            return self._index_admin(method, name, params, body)
         if action == "_bulk" and method in ("POST", "PUT"):
             return 200, self._bulk(name, body if isinstance(body, list) else [])
         index = self._existing(name)
@@ -254,7 +266,7 @@ class FakeElasticsearch:
             raise _Failure(404, "index_not_found_exception", f"no such index [{name}]")
         return index
 
-    def _index_admin(self, method: str, name: str, body: Any) -> tuple[int, Any]:
+    def _index_admin(self, method: str, name: str, params: Mapping[str, str], body: Any) -> tuple[int, Any]:
         if method == "HEAD":
             return (200 if name in self._indices else 404), None
         if method == "PUT":
@@ -267,12 +279,15 @@ class FakeElasticsearch:
             self._indices[name] = _Index(copy.deepcopy(mappings))
             return 200, {"acknowledged": True, "shards_acknowledged": True, "index": name}
         if method == "DELETE":
+            if name not in self._indices and params.get("ignore_unavailable") == "true":
+                return 200, {"acknowledged": True}
             self._existing(name)
             del self._indices[name]
             return 200, {"acknowledged": True}
         if method == "GET":
-            index = self._existing(name)
-            return 200, {name: {"mappings": copy.deepcopy(index.mappings), "settings": {}}}
+            names = [known for known in self._indices if fnmatch.fnmatchcase(known, name)] if "*" in name else [name]
+            found = {known: {"mappings": copy.deepcopy(self._existing(known).mappings), "settings": {}} for known in names}
+            return 200, found
         raise _Failure(405, "method_not_allowed", f"fake: {method} /{name}")
 
     # -- documents -------------------------------------------------------------------------
@@ -361,7 +376,7 @@ class FakeElasticsearch:
         while position < len(lines):
             action_line = lines[position]
             position += 1
-            (action, meta), = action_line.items()
+            ((action, meta),) = action_line.items()
             index_name = meta.get("_index", name)
             doc_id = str(meta.get("_id"))
             source = None
@@ -505,6 +520,7 @@ def _hits_response(name: str, hits: list[dict[str, Any]]) -> dict[str, Any]:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, as the client's connection pool expects
+    disable_nagle_algorithm = True  # headers and body go out as separate writes: no 40 ms delayed-ACK stall
     server_version = "FakeElasticsearch/8.13"
 
     @property
@@ -554,3 +570,21 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
 
     do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _handle
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Serve a fake Elasticsearch 8.x (in memory) on this machine.")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=9200, help="0 picks a free port")
+    args = parser.parse_args(argv)
+    with FakeElasticsearch(args.host, args.port) as server:
+        print(f"fake Elasticsearch at {server.url} (Ctrl-C to stop)", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()

@@ -21,13 +21,15 @@ Endpoints, under `base_url` (`http://127.0.0.1:PORT/v1`):
   cut at `top_n`. DashScope's rerank is at `{root_url}/api/v1/services/rerank/text-rerank/text-rerank`.
 - `GET /models`.
 
-Faults for tests (`fail_next`, `malformed_next`, `delay_next`) apply to the next requests, in
-order. `override(path, handler)` replaces an endpoint's JSON reply. Everything is thread-safe.
+Faults for tests (`fail_next`, `malformed_next`, `delay_next`, `break_stream_next`) apply to
+the next requests, in order. `override(path, handler)` replaces an endpoint's JSON reply.
+Everything is thread-safe.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import re
 import threading
@@ -92,6 +94,7 @@ class _Fault:
     body: str = ""
     retry_after: str | None = None
     delay_s: float = 0.0
+    stream_error_after: int | None = None  # a stream sends this many chunks, then an error event
 
 
 class FakeOpenAIServer:
@@ -206,6 +209,11 @@ class FakeOpenAIServer:
         """The next `count` requests are answered normally, but only after `seconds`."""
         self._queue(count, _Fault(delay_s=seconds))
 
+    def break_stream_next(self, count: int = 1, after_chunks: int = 2, message: str = "injected stream failure") -> None:
+        """The next `count` streamed chats send `after_chunks` chunks, then `data: {"error": ...}` (as
+        servers do when generation fails midway), and end. The fault waits for a streamed request."""
+        self._queue(count, _Fault(body=message, stream_error_after=after_chunks))
+
     def clear_faults(self) -> None:
         with self._lock:
             self._faults.clear()
@@ -236,9 +244,11 @@ class FakeOpenAIServer:
 
     # -- answering (called from handler threads) -------------------------------------------
 
-    def _take_fault(self) -> _Fault | None:
+    def _take_fault(self, streaming: bool) -> _Fault | None:
         with self._lock:
-            return self._faults.popleft() if self._faults else None
+            if not self._faults or (self._faults[0].stream_error_after is not None and not streaming):
+                return None  # a stream fault waits for a streamed chat
+            return self._faults.popleft()
 
     def _record(self, record: RecordedRequest) -> None:
         with self._lock:
@@ -286,6 +296,7 @@ class _HttpServer(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     server_version = "FakeOpenAI/1.0"
+    disable_nagle_algorithm = True  # headers and body are separate writes: avoid a delayed-ACK stall
 
     @property
     def fake(self) -> FakeOpenAIServer:
@@ -311,7 +322,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _serve(self, method: str, body: Any) -> None:
         fake = self.fake
         path = self.path.split("?", 1)[0]
-        fault = fake._take_fault()
+        fault = fake._take_fault(streaming=isinstance(body, dict) and bool(body.get("stream")))
         if fault is not None and fault.delay_s:
             fake._stopping.wait(fault.delay_s)
         if fault is not None and fault.status is not None:
@@ -323,6 +334,10 @@ class _Handler(BaseHTTPRequestHandler):
             answer = models_answer() if path == "/v1/models" else Answer(404, error_body(404, f"no route GET {path}"))
         else:
             answer = fake._answer(path, body)
+        if fault is not None and fault.stream_error_after is not None and answer.events is not None:
+            error_event = error_body(500, fault.body)
+            answer.events = itertools.chain(itertools.islice(answer.events, fault.stream_error_after), [error_event])
+            answer.done_marker = False
         fake._record(self._record_of(method, path, body, answer))
         self._send(answer)
 
@@ -349,7 +364,8 @@ class _Handler(BaseHTTPRequestHandler):
                 for event in answer.events:
                     self.wfile.write(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
                     self.wfile.flush()
-                self.wfile.write(b"data: [DONE]\n\n")
+                if answer.done_marker:
+                    self.wfile.write(b"data: [DONE]\n\n")
                 return
             text = answer.raw if answer.raw is not None else json.dumps(answer.payload, ensure_ascii=False)
             data = text.encode("utf-8")

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Any
 
 import numpy as np
 import pytest
@@ -35,57 +34,19 @@ from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
 from memoryscope.models.base import EmbeddingModel
 from memoryscope.stores.base import MemoryFilter, MemoryStore, SearchMode, TimeRange
 from memoryscope.stores.fusion import reciprocal_rank_fusion
-from memoryscope.testing._store_cases import BASE_TIME, FILTER_CASES, FilterCase, filter_population
+from memoryscope.testing._store_cases import (
+    BASE_TIME,
+    CHINESE,
+    ENGLISH,
+    FILTER_CASES,
+    FilterCase,
+    RenamedEmbedding,
+    filter_population,
+    make_node,
+    unit_vectors,
+)
 
 __all__ = ["BASE_TIME", "RenamedEmbedding", "StoreContract", "make_node", "unit_vectors"]
-
-ENGLISH = {
-    "guitar": "I play the guitar in a jazz band on weekends",
-    "pasta": "My favourite food is homemade Italian pasta",
-    "cat": "My cat is called Zorblax",
-    "running": "I go running every morning before work",
-    "kyoto": "We visited Kyoto in Japan last spring",
-}
-CHINESE = {"guitar": "我喜欢弹吉他", "running": "我每天早上跑步", "hiking": "周末和朋友去爬山", "hotpot": "我最喜欢吃四川火锅"}
-
-
-def make_node(content: str = "likes green tea", user_name: str = "ann", **fields: Any) -> MemoryNode:
-    """A node with a fixed creation time (`BASE_TIME`) unless `fields` say otherwise."""
-    fields.setdefault("created_at", BASE_TIME)
-    fields.setdefault("updated_at", BASE_TIME)
-    return MemoryNode(user_name=user_name, content=content, **fields)
-
-
-def unit_vectors(count: int, dimension: int, seed: int = 0) -> np.ndarray:
-    """`count` random unit vectors (float32), reproducible by `seed`."""
-    vectors = np.random.default_rng(seed).standard_normal((count, dimension)).astype(np.float32)
-    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-
-
-class RenamedEmbedding(EmbeddingModel):
-    """A real model under another name (and, when `dimension` is smaller, truncated vectors):
-    stands in for "a different embedding model" in the model-mismatch tests."""
-
-    backend = "renamed"
-
-    def __init__(self, inner: EmbeddingModel, model_name: str, dimension: int | None = None) -> None:
-        super().__init__(model_name)
-        self._inner = inner
-        self._dimension = dimension or inner.dimension
-
-    @property
-    def dimension(self) -> int:
-        return self._dimension
-
-    def _cut(self, vectors: np.ndarray) -> np.ndarray:
-        cut = vectors[:, : self._dimension]
-        return cut / np.maximum(np.linalg.norm(cut, axis=1, keepdims=True), 1e-12)
-
-    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._cut(self._inner.embed_queries(texts))
-
-    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        return self._cut(self._inner.embed_passages(texts))
 
 
 def _ids(nodes: Sequence[MemoryNode]) -> list[str]:

@@ -119,7 +119,7 @@ def _week(match: re.Match[str], ref: Ref) -> Resolution:
 @RULES.add(rf"{_NOT_AFTER}(?:{_WEEK_MOD})?(?:周末|星期末)")
 def _weekend(match: re.Match[str], ref: Ref) -> Resolution:
     if match["mod"] is None:
-        return r.recent_weekend(ref)
+        return r.the_weekend(ref)
     return r.weekend(ref, _WEEK_MODS[match["mod"]])
 
 
@@ -168,15 +168,19 @@ def _month(match: re.Match[str], ref: Ref) -> Resolution | None:
 def _day_of_month(match: re.Match[str], ref: Ref) -> Resolution | None:
     day = _number(match["d"])
     first = ref.today.replace(day=1)
-    for back in range(0, 3):  # this month if the day has come, else the last month that has it
-        month = add_months(first, -back)
+    # This month if the day has come, else the last month that has it (for plans: the next one).
+    for step in range(0, 3):
+        month = add_months(first, step if ref.ahead else -step)
         candidate = r.month_day(ref, month.month, day, month.year)
-        if candidate is not None and candidate.day is not None and candidate.day <= ref.today:
+        if candidate is None or candidate.day is None:
+            continue
+        if (candidate.day >= ref.today) if ref.ahead else (candidate.day <= ref.today):
             return candidate
     return None
 
 
-@RULES.add(rf"{_YEAR_PREFIX}(?![代级前后以之来内里半])")
+# Not 2000年前 ("2000 years ago"), 1990年代 (a decade), 2023年级 (a class).
+@RULES.add(rf"{_YEAR_PREFIX}(?![代级内里半]|前|后|之前|之后|以前|以后)")
 def _year_rule(match: re.Match[str], ref: Ref) -> Resolution | None:
     year = _year(match, ref)
     return None if year is None else r.year_offset(ref, year - ref.today.year)

@@ -51,15 +51,17 @@ class TimeMention:
 
 @dataclass(frozen=True)
 class Ref:
-    """The reference moment, and its calendar day in its own zone."""
+    """The reference moment, its calendar day in its own zone, and whether the text is about
+    the future (then a plain "Friday" or "in March" is the next one, not the last one)."""
 
     moment: datetime
     today: date
     zone: tzinfo | None
+    ahead: bool = False
 
     @classmethod
-    def of(cls, moment: datetime) -> Ref:
-        return cls(moment, moment.date(), moment.tzinfo)
+    def of(cls, moment: datetime, ahead: bool = False) -> Ref:
+        return cls(moment, moment.date(), moment.tzinfo, ahead)
 
     def day(self, offset: int = 0) -> Resolution:
         """The whole day `offset` days from today, as a resolution a time of day can attach to."""
@@ -97,9 +99,11 @@ class Clock:
             first, last = PARTS_OF_DAY[self.part or "morning"]
             return (at(day, zone, first), at(day + timedelta(days=last // 24), zone, last % 24)), "range"
         hour = self.hour
-        after_noon = self.part in _AFTER_NOON_PARTS or (self.part == "noon" and hour < 11)
-        if not self.meridiem_given and hour < 12 and after_noon:
-            hour += 12
+        if not self.meridiem_given:
+            if hour < 12 and (self.part in _AFTER_NOON_PARTS or (self.part == "noon" and hour < 11)):
+                hour += 12
+            elif hour == 12 and self.part in ("evening", "night"):
+                hour = 24  # 晚上12点 is midnight, the start of the next day
         day, hour = day + timedelta(days=hour // 24), hour % 24
         start = at(day, zone, hour, self.minute or 0)
         if self.minute is None:
@@ -155,17 +159,21 @@ class RuleSet:
 
 
 def occurrence(
-    today: date, mode: str, span_of: Callable[[int], tuple[date, date] | None], years_back: int = 2
+    today: date, mode: str, span_of: Callable[[int], tuple[date, date] | None], years_back: int = 2, ahead: bool = False
 ) -> tuple[date, date] | None:
     """Pick one yearly occurrence (`span_of(year)` → [first day, end day)) of a recurring time.
 
-    mode "plain": the latest one that has started by today (memories are mostly about the past);
+    mode "plain": the latest one that has started by today (memories are mostly about the past),
+    or with `ahead` (the text speaks of the future) the first one not over yet;
     "last": the latest one over before today; "next": the first one starting after today;
     "this": the one containing today, else the nearest; "year": the one of today's year.
     """
     spans = [span for year in range(today.year - years_back, today.year + 3) if (span := span_of(year))]
     if mode == "year":
         return span_of(today.year)
+    if mode == "plain" and ahead:
+        upcoming = [span for span in spans if span[1] > today]
+        return min(upcoming) if upcoming else None
     if mode == "plain":
         started = [span for span in spans if span[0] <= today]
         return max(started) if started else None
@@ -173,8 +181,8 @@ def occurrence(
         over = [span for span in spans if span[1] <= today]
         return max(over) if over else None
     if mode == "next":
-        ahead = [span for span in spans if span[0] > today]
-        return min(ahead) if ahead else None
+        later = [span for span in spans if span[0] > today]
+        return min(later) if later else None
     for span in spans:
         if span[0] <= today < span[1]:
             return span
@@ -188,6 +196,12 @@ _CONNECTOR = re.compile(r"\s*,?\s*(?:(?:at|on|in\s+the|around|about|of)\s+)?|[\s
 _HABIT_BEFORE = re.compile(r"(?:\b(?:every|each)\s+|每[个年月周天星期礼拜]{0,2})$", re.IGNORECASE)
 _SINCE_BEFORE = re.compile(r"(?:\bsince\s+|自从|自)$", re.IGNORECASE)
 _SINCE_AFTER = re.compile(r"\s*(?:以来|至今|到现在|到今天|起(?![床来飞身])|开始)")
+# Plans: a plain weekday, month or date then means the next one ("I'll see her on Friday").
+_FUTURE_WORDS = re.compile(
+    r"\b(?:will|won't|shall|going\s+to|gonna|plan(?:s|ning)?\s+to|planning|intend|upcoming|scheduled|looking\s+forward"
+    r"|training\s+for)\b|'ll\b|打算|计划|准备|将要|即将|要去|会去|期待",
+    re.IGNORECASE | re.ASCII,
+)
 # A clock time with no day counts as today, unless the text talks about a habit.
 _HABIT_WORDS = re.compile(
     r"\b(?:usually|always|often|normally|typically|every|each|daily)\b|一般|通常|经常|总是|每|平时", re.IGNORECASE | re.ASCII
@@ -203,7 +217,7 @@ class _Found:
 
 def scan(text: str, reference: datetime, rule_sets: Sequence[RuleSet]) -> list[TimeMention]:
     """Every time expression in `text` that the rules resolve, in text order."""
-    ref = Ref.of(reference)
+    ref = Ref.of(reference, ahead=_FUTURE_WORDS.search(text) is not None)
     found: list[_Found] = []
     for rule_set in rule_sets:
         for rule in rule_set.rules:
@@ -249,15 +263,13 @@ def _place_clocks(text: str, items: list[_Found], ref: Ref) -> list[_Found]:
             out.append(item)
             index += 1
             continue
-        previous = out[-1] if out else None
-        following = items[index + 1] if index + 1 < len(items) else None
-        if previous is not None and previous.resolution.day is not None and _joins(text, previous, item):
-            day_side = previous.resolution
-            out[-1] = _Found(previous.start, item.end, resolution.on_day(day_side.day, ref.zone, _part(day_side)))  # type: ignore[arg-type]  # day checked above
+        before = out[-1] if out and _joins(text, out[-1], item) else None
+        after = items[index + 1] if index + 1 < len(items) and _joins(text, item, items[index + 1]) else None
+        if before is not None and (day := before.resolution.day) is not None:
+            out[-1] = _Found(before.start, item.end, resolution.on_day(day, ref.zone, _part(before.resolution)))
             index += 1
-        elif following is not None and following.resolution.day is not None and _joins(text, item, following):
-            day_side = following.resolution
-            out.append(_Found(item.start, following.end, resolution.on_day(day_side.day, ref.zone, _part(day_side))))  # type: ignore[arg-type]  # day checked above
+        elif after is not None and (day := after.resolution.day) is not None:
+            out.append(_Found(item.start, after.end, resolution.on_day(day, ref.zone, _part(after.resolution))))
             index += 2
         else:
             if resolution.standalone and _HABIT_WORDS.search(text) is None:

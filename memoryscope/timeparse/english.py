@@ -31,7 +31,11 @@ WEEKDAYS = {
     "monday": 0, "tuesday": 1, "tues": 1, "wednesday": 2, "thursday": 3, "thurs": 3,
     "friday": 4, "saturday": 5, "sunday": 6,
 }  # fmt: skip
-_MONTH = "(?:" + "|".join(sorted(MONTHS, key=len, reverse=True)) + r")\b\.?"
+_FULL_MONTHS = "|".join(name for name in MONTHS if len(name) > 4 or name in ("may", "june", "july"))
+_SHORT_MONTHS = "|".join(
+    sorted((name for name in MONTHS if len(name) <= 4 and name not in ("may", "june", "july")), key=len, reverse=True)
+)
+_MONTH = rf"(?:(?:{_FULL_MONTHS})\b|(?:{_SHORT_MONTHS})\b\.?)"  # "Nov." keeps its dot, "November." does not
 _WEEKDAY = "(?:" + "|".join(sorted(WEEKDAYS, key=len, reverse=True)) + ")"
 _DAY_NUMBER = r"(?:3[01]|[12]\d|0?[1-9])(?:st|nd|rd|th)?"
 _YEAR = r"(?:19|20)\d{2}"
@@ -153,7 +157,7 @@ def _before_last(match: re.Match[str], ref: Ref) -> Resolution:
 
 @RULES.add(r"\b(?:over|on|at|during)\s+the\s+weekend\b")
 def _the_weekend(match: re.Match[str], ref: Ref) -> Resolution:
-    return r.recent_weekend(ref)
+    return r.the_weekend(ref)
 
 
 @RULES.add(r"\b(?P<which>earlier|later)\s+(?:this|in\s+the)\s+(?P<unit>week|month|year)\b")

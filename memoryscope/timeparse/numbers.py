@@ -83,6 +83,8 @@ def chinese_number(text: str) -> int | None:
         return int("".join(str(_ZH_DIGITS[char]) for char in text)) if len(text) == 4 else None
     total, digit = 0, None
     for char in text:
+        if _ZH_DIGITS.get(char) == 0 and total:  # the 零 in 一百零五 only marks a skipped place
+            continue
         if char in _ZH_DIGITS:
             if digit is not None:
                 return None  # two digits in a row inside a positional number

@@ -4,8 +4,10 @@ Conventions (the same in both languages):
 
 - Weeks run Monday to Sunday; a weekend is the Saturday and Sunday of its week.
 - A calendar position given without saying which one (a plain weekday, a month, a month and
-  day, a season, a holiday) is the most recent one that has started by the reference day:
-  memories are mostly about the past. "Saturday" on a Saturday is that same day.
+  day, a season, a holiday, "over the weekend") is the most recent one that has started by the
+  reference day: memories are mostly about the past. "Saturday" on a Saturday is that same day.
+  When the text speaks of the future ("will", "going to", "'ll", "plan to", 打算, 计划, 准备,
+  要去 ...) it is the first one not over yet instead ("I'll see her on Friday").
 - "last Saturday" / 上周六 is the Saturday of the previous week; "this Saturday" / 这周六 the
   one of the current week (it may be ahead); "next Saturday" / 下周六 the one of next week.
   "this past Saturday" is the latest one before today; "this coming Saturday" the first after.
@@ -43,6 +45,7 @@ __all__ = [
     "week",
     "weekend",
     "recent_weekend",
+    "the_weekend",
     "coming_weekend",
     "month_offset",
     "year_offset",
@@ -132,8 +135,13 @@ def weekend(ref: Ref, offset: int) -> Resolution:
 
 
 def recent_weekend(ref: Ref) -> Resolution:
-    """ "Over the weekend" / plain 周末: this one when today is in it, else the one just past."""
+    """This one when today is in it, else the one just past ("this past weekend")."""
     return weekend(ref, 0 if ref.today.weekday() >= 5 else -1)
+
+
+def the_weekend(ref: Ref) -> Resolution:
+    """ "Over the weekend" / plain 周末: the recent one, or for plans this week's."""
+    return weekend(ref, 0) if ref.ahead else recent_weekend(ref)
 
 
 def coming_weekend(ref: Ref) -> Resolution:
@@ -153,7 +161,9 @@ def weekday(ref: Ref, day_of_week: int, mode: str, week_offset: int = 0) -> Reso
     """`day_of_week` (Monday = 0): mode "plain" (on or before today), "past" (before today),
     "coming" (after today), or "week" (in the week `week_offset` weeks from this one)."""
     today = ref.today
-    if mode == "plain":
+    if mode == "plain" and ref.ahead:
+        day = today + timedelta(days=(day_of_week - today.weekday()) % 7)
+    elif mode == "plain":
         day = today - timedelta(days=(today.weekday() - day_of_week) % 7)
     elif mode == "past":
         day = today - timedelta(days=(today.weekday() - day_of_week - 1) % 7 + 1)
@@ -180,7 +190,7 @@ def month_of_year(
     if not 1 <= month <= 12:
         return None
     if year is None:
-        picked = occurrence(ref.today, "year" if mode == "this" else mode, _month_span(month))
+        picked = occurrence(ref.today, "year" if mode == "this" else mode, _month_span(month), ahead=ref.ahead)
         if picked is None:
             return None
         year = picked[0].year
@@ -216,7 +226,7 @@ def month_day(ref: Ref, month: int, day: int, year: int | None = None) -> Resolu
             return None
         return first, first + timedelta(days=1)
 
-    picked = occurrence(ref.today, "plain", span, years_back=8)
+    picked = occurrence(ref.today, "plain", span, years_back=8, ahead=ref.ahead)
     return None if picked is None else on_day(ref, picked[0])
 
 
@@ -228,7 +238,7 @@ def season(ref: Ref, name: str, mode: str = "plain", year: int | None = None) ->
             first = date(candidate_year, SEASON_START_MONTH[name], 1)
             return first, add_months(first, 3)
 
-        picked = occurrence(ref.today, mode, span)
+        picked = occurrence(ref.today, mode, span, ahead=ref.ahead)
         year = picked[0].year if picked is not None else ref.today.year
     return Resolution(season_interval(name, year, ref.zone), "range")
 
@@ -242,7 +252,7 @@ def holiday(
         first = first_day(candidate_year)
         return first, first + timedelta(days=length_days)
 
-    picked = span(year) if year is not None else occurrence(ref.today, mode, span)
+    picked = span(year) if year is not None else occurrence(ref.today, mode, span, ahead=ref.ahead)
     if picked is None:
         return None
     if length_days == 1:

@@ -181,6 +181,23 @@ def test_invalid_json_and_missing_stream_are_model_errors(model: OpenAILikeGener
         list(model.stream_chat(MESSAGES))
 
 
+def test_stream_that_breaks_midway_raises_after_the_pieces_it_gave(model: OpenAILikeGeneration, server: FakeOpenAIServer) -> None:
+    server.break_stream_next(1, after_chunks=3, message="GPU fell over")
+    received: list[str] = []
+    with pytest.raises(ModelError, match=r"GPU fell over.*stream broke after part of the reply; not retried"):
+        received.extend(model.stream_chat(MESSAGES))
+    assert "".join(received) == "The user"  # a role chunk, then two words
+    assert len(server.requests) == 1
+    usage = model.usage.snapshot()
+    assert (usage["errors"], usage["completion_tokens"]) == (1, count_tokens("The user"))
+
+
+def test_async_stream_that_breaks_midway(model: OpenAILikeGeneration, server: FakeOpenAIServer) -> None:
+    server.break_stream_next(1, after_chunks=2)
+    with pytest.raises(ModelError, match="stream broke"):
+        asyncio.run(collect(model.astream_chat(MESSAGES)))
+
+
 def test_refused_connection_for_every_call_style(closed_port: int, fast_retry: dict[str, Any]) -> None:
     api_base = f"http://127.0.0.1:{closed_port}/v1"
     model = OpenAILikeGeneration(OpenAILikeGeneration.Params(model_name="m", api_base=api_base, **fast_retry))

@@ -156,6 +156,14 @@ def test_key_is_sent_but_never_shown(
     assert api_key not in repr(model) and api_key not in repr(model._client)
 
 
+def test_key_cut_short_by_a_snippet_is_hidden_too(server: FakeOpenAIServer, fast_retry: dict[str, Any], api_key: str) -> None:
+    model = embedder(server.base_url, api_key_env="MEMORYSCOPE_TEST_KEY", **fast_retry)
+    server.fail_next(1, status=401, body="x" * 190 + api_key)  # the 200-character snippet ends inside the key
+    with pytest.raises(ModelError) as caught:
+        model.embed_passages(["tea"])
+    assert api_key[:9] not in str(caught.value) and "***…" in str(caught.value)
+
+
 def test_backoff_doubles_and_is_capped() -> None:
     policy = RetryPolicy(max_retries=5, backoff_s=1.0, max_wait_s=5.0)
     waits = [policy.wait_s(n) for n in range(5)]

@@ -136,6 +136,15 @@ def test_faults_come_in_order_then_normal_answers(server: FakeOpenAIServer) -> N
     assert [r.status for r in server.requests] == [429, 500, 200, 200]
 
 
+def test_break_stream_next_ends_a_stream_with_an_error_event(server: FakeOpenAIServer) -> None:
+    server.add_rule("hi", "one two three four")
+    server.break_stream_next(1, after_chunks=2, message="overloaded")
+    assert reply_of(chat(server, "hi")) == "one two three four"  # not streamed: the fault waits
+    events = [line for line in chat(server, "hi", stream=True).text.split("\n\n") if line]
+    assert len(events) == 3 and json.loads(events[-1][len("data: ") :])["error"]["message"] == "overloaded"
+    assert "[DONE]" in chat(server, "hi", stream=True).text
+
+
 def test_delay_next_holds_the_answer(server: FakeOpenAIServer) -> None:
     server.delay_next(1, seconds=1.0)
     with pytest.raises(requests.Timeout):

