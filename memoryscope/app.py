@@ -114,7 +114,7 @@ class MemoryScope:
         key = values.pop("embedding_model", None)
         if key is not None:
             values["embedding_model"] = self.models[key]
-        return spec.cls(**values)  # type: ignore[no-any-return]  # a MemoryStore subclass, checked by the registry
+        return spec.cls(**values)
 
     def _build_workers(self) -> dict[str, Worker]:
         """Every worker some workflow uses, built and bound once, shared by all runs."""

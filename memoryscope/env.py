@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from memoryscope.errors import ConfigError, UnknownNameError
 from memoryscope.models.base import EmbeddingModel, GenerationModel, RankModel
@@ -19,8 +19,6 @@ if TYPE_CHECKING:
     from memoryscope.stores.base import MemoryStore
 
 __all__ = ["Env"]
-
-M = TypeVar("M")
 
 
 @dataclass
@@ -52,7 +50,7 @@ class Env:
             raise UnknownNameError(where, "model key under `model:`", key, self.models)
         return key
 
-    def _typed(self, key: str, where: str, role: type[M], role_name: str) -> M:
+    def _typed(self, key: str, where: str, role: type, role_name: str) -> Any:
         model = self.models[key]
         if not isinstance(model, role):
             raise ConfigError([(where, f"model.{key} is a {type(model).__name__}, not a {role_name} model")])

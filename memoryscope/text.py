@@ -10,6 +10,7 @@ import logging
 import re
 import threading
 from functools import lru_cache
+from typing import Any
 
 __all__ = ["tokenize", "content_words", "STOPWORDS"]
 
@@ -32,7 +33,7 @@ STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 @lru_cache(maxsize=1)
-def _jieba():  # type: ignore[no-untyped-def]  # jieba ships no type hints
+def _jieba() -> Any:  # jieba ships no type hints
     with _jieba_lock:
         import jieba
 

@@ -27,13 +27,13 @@ class GlobalSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    language: Literal["en", "zh"] = Field("en", description="Prompt and display language (`cn` is read as `zh`).")
-    timezone: str = Field("UTC", description="IANA zone used to read and show times, e.g. Asia/Shanghai.")
-    output_memory_max_count: int = Field(20, gt=0, description="How many memories retrieval returns at most.")
-    enable_ranker: bool = Field(True, description="Use the rank model in retrieval when one is configured.")
-    enable_today_contra_repeat: bool = Field(True, description="Check new observations against today's.")
-    enable_long_contra_repeat: bool = Field(True, description="Check insights against long-term memory.")
-    thread_pool_max_workers: int = Field(4, gt=0, description="Threads for parallel workflow branches.")
+    language: Literal["en", "zh"] = Field(default="en", description="Prompt and display language (`cn` is read as `zh`).")
+    timezone: str = Field(default="UTC", description="IANA zone used to read and show times, e.g. Asia/Shanghai.")
+    output_memory_max_count: int = Field(default=20, gt=0, description="How many memories retrieval returns at most.")
+    enable_ranker: bool = Field(default=True, description="Use the rank model in retrieval when one is configured.")
+    enable_today_contra_repeat: bool = Field(default=True, description="Check new observations against today's.")
+    enable_long_contra_repeat: bool = Field(default=True, description="Check insights against long-term memory.")
+    thread_pool_max_workers: int = Field(default=4, gt=0, description="Threads for parallel workflow branches.")
 
     @field_validator("language", mode="before")
     @classmethod
@@ -126,24 +126,25 @@ class _Checker:
                 close = closest(str(key), SECTIONS)
                 hint = f" Did you mean {close!r}?" if close else ""
                 self.problem(str(key), f"unknown section.{hint} Sections: {', '.join(SECTIONS)}")
-        settings = self.params(GlobalSettings, self.mapping(raw.get("global"), "global"), "global") or GlobalSettings()
+        validated = self.params(GlobalSettings, self.mapping(raw.get("global"), "global"), "global")
+        settings = validated if isinstance(validated, GlobalSettings) else GlobalSettings()
         models = {
-            name: spec
+            name: model_spec
             for name, entry in self.mapping(raw.get("model"), "model").items()
-            if (spec := self.model(name, entry, MODEL_CLASSES)) is not None
+            if (model_spec := self.model(name, entry, MODEL_CLASSES)) is not None
         }
         store = self.store(raw.get("memory_store"), models)
         workers = {
-            name: spec
+            name: worker_spec
             for name, entry in self.mapping(raw.get("worker"), "worker").items()
-            if (spec := self.component("worker", f"worker.{name}", entry)) is not None
+            if (worker_spec := self.component("worker", f"worker.{name}", entry)) is not None
         }
         self.model_references(workers, models, settings)
         broken_workers = frozenset(self.mapping(raw.get("worker"), "worker")) - frozenset(workers)
         services = {
-            name: spec
+            name: service_spec
             for name, entry in self.mapping(raw.get("memory_service"), "memory_service").items()
-            if (spec := self.service(name, entry, workers, broken_workers)) is not None
+            if (service_spec := self.service(name, entry, workers, broken_workers)) is not None
         }
         chats = {
             name: spec

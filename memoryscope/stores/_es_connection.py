@@ -47,6 +47,8 @@ def safe_hosts(hosts: Sequence[str]) -> list[str]:
         try:
             parts = urlsplit(host if "//" in host else f"//{host}")
             netloc = parts.hostname or ""
+            if ":" in netloc:  # an IPv6 address keeps its brackets
+                netloc = f"[{netloc}]"
             if parts.port is not None:
                 netloc = f"{netloc}:{parts.port}"
             safe.append(urlunsplit((parts.scheme, netloc, parts.path, "", "")).removeprefix("//"))

@@ -11,9 +11,14 @@
 - Writes go through `_bulk` (`index` actions, `_id` = memory_id) with the configured `refresh`
   policy on every write, so with the default `wait_for` a write is visible to the next read.
 
-Unlike SQLite, a bulk request is not atomic: when some items fail, the others are written. The
-store then raises `BulkWriteError` (a StoreError) listing the failed ids and reasons, so the
-caller knows and can retry just those. `update` and deletes are single requests per call.
+Unlike SQLite, Elasticsearch writes are not atomic across documents: when some items of a bulk
+request fail, the others are written. `upsert` and `delete` then raise `BulkWriteError` (a
+StoreError) listing the failed ids and reasons and the ids that were written, so the caller
+knows and can retry just those. `delete_by_filter` (`_delete_by_query`) can likewise stop part
+way; it raises saying how many it had deleted. `update` touches one document.
+
+Times keep their microseconds in `_source`; `created_at`/`updated_at` are indexed to the
+nanosecond, the other times to the millisecond (see `_es_queries`).
 
 Every search, scan, count and delete-by-filter carries a `term` on `user_name` (plus the other
 filter fields set); no request this store sends can match another user's memories.

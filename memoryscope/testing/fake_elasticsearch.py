@@ -76,6 +76,18 @@ class _Index:
     versions: dict[str, tuple[int, int]] = field(default_factory=dict)  # id -> (_version, _seq_no)
 
 
+@dataclass(frozen=True)
+class _Fault:
+    status: int
+    error_type: str
+    reason: str
+    action: str | None
+    method: str | None
+
+    def applies(self, method: str, path: str) -> bool:
+        return (self.action is None or path.endswith(self.action)) and (self.method is None or method == self.method)
+
+
 class _Failure(Exception):
     def __init__(self, status: int, error_type: str, reason: str):
         self.status, self.error_type, self.reason = status, error_type, reason
@@ -99,7 +111,7 @@ class FakeElasticsearch:
         self._requests: list[RecordedRequest] = []
         self._item_failures: dict[str, tuple[int, str, str]] = {}
         self._scripted: deque[list[dict[str, Any]]] = deque()
-        self._faults: deque[tuple[int, str, str, str | None]] = deque()
+        self._faults: deque[_Fault] = deque()
         self._seq = itertools.count(1)
         self._connections: set[socket.socket] = set()
         self._httpd: ThreadingHTTPServer | None = None
@@ -190,10 +202,12 @@ class FakeElasticsearch:
         reason: str = "injected",
         *,
         action: str | None = None,
+        method: str | None = None,
     ) -> None:
-        """The next `count` requests (only those whose path ends with `action`, when given) get an error."""
+        """The next `count` requests get an error; only those whose path ends with `action` and
+        whose method is `method`, when given (the others are answered normally meanwhile)."""
         with self._lock:
-            self._faults.extend([(status, error_type, reason, action)] * count)
+            self._faults.extend([_Fault(status, error_type, reason, action, method)] * count)
 
     @property
     def requests(self) -> list[RecordedRequest]:
@@ -213,9 +227,9 @@ class FakeElasticsearch:
 
     def answer(self, method: str, path: str, params: dict[str, str], body: Any) -> tuple[int, Any]:
         with self._lock:
-            if self._faults and (self._faults[0][3] is None or path.endswith(str(self._faults[0][3]))):
-                status, error_type, reason, _ = self._faults.popleft()
-                return status, _error(status, error_type, reason)
+            if self._faults and self._faults[0].applies(method, path):
+                fault = self._faults.popleft()
+                return fault.status, _error(fault.status, fault.error_type, fault.reason)
             try:
                 return self._route(method, path, params, body)
             except _Failure as failure:

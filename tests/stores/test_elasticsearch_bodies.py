@@ -192,6 +192,28 @@ def test_an_index_of_another_model_is_refused(
     assert server.requests_to("_search") == []
 
 
+def test_an_index_created_meanwhile_by_another_process_is_checked(
+    server: FakeElasticsearch, store: ElasticsearchMemoryStore
+) -> None:
+    server.create_index(INDEX, PINNED_INDEX_BODY["mappings"])
+    server.fail_next(status=404, method="HEAD")  # it did not exist yet when the store looked
+    assert store.count(ANN) == 0
+    assert [(r.method, r.path, r.status) for r in server.requests] == [
+        ("HEAD", f"/{INDEX}", 404),
+        ("PUT", f"/{INDEX}", 400),  # resource_already_exists_exception
+        ("GET", f"/{INDEX}/_mapping", 200),
+        ("POST", f"/{INDEX}/_count", 200),
+    ]
+
+
+def test_an_index_of_another_schema_version_is_refused(server: FakeElasticsearch, store: ElasticsearchMemoryStore) -> None:
+    server.create_index(
+        INDEX, {**PINNED_INDEX_BODY["mappings"], "_meta": {"embedding_model": "table-4d", "dimension": 4, "schema_version": 2}}
+    )
+    with pytest.raises(StoreError, match="schema version 2; this MemoryScope reads 1"):
+        store.count(ANN)
+
+
 def test_an_index_not_made_by_memoryscope_is_refused(server: FakeElasticsearch, store: ElasticsearchMemoryStore) -> None:
     server.create_index(INDEX, {"properties": {"text": {"type": "text"}}})
     with pytest.raises(StoreError, match="not created by MemoryScope"):

@@ -1,0 +1,65 @@
+"""The memory node: immutable, time-stamped display, lossless dict round trip."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
+
+SHANGHAI = ZoneInfo("Asia/Shanghai")
+SAID = datetime(2024, 10, 26, 13, 26, 20, tzinfo=timezone.utc)
+
+
+def test_format_shows_the_time_in_the_configured_zone_and_language() -> None:
+    node = MemoryNode(user_name="ann", content="user plays the guitar", message_time=SAID)
+    assert node.format("en", SHANGHAI) == "[2024-10-26 21:26:20 Sat] user plays the guitar"
+    zh = node.replace(content="用户爱好是吉他")
+    assert zh.format("zh", SHANGHAI) == "[2024-10-26 21:26:20 周六] 用户爱好是吉他"
+
+
+def test_event_time_wins_over_message_time_when_known() -> None:
+    last_saturday = SAID - timedelta(days=7)
+    node = MemoryNode(user_name="ann", content="went hiking", message_time=SAID, event_time=last_saturday)
+    assert node.format("en", SHANGHAI).startswith("[2024-10-19 21:26:20 Sat]")
+
+
+def test_round_trip_keeps_every_field() -> None:
+    node = MemoryNode(
+        user_name="ann",
+        target_name="bob",
+        workspace="assistant-1",
+        content="bob likes tea",
+        memory_type=MemoryType.INSIGHT,
+        key="drink",
+        value="tea",
+        status=MemoryStatus.EXPIRED,
+        superseded_by="m2",
+        event_time=SAID,
+        message_time=SAID,
+        source_message_ids=("a", "b"),
+        reflected=True,
+        updated=True,
+        access_count=3,
+        last_accessed_at=SAID,
+        meta={"speaker": "bob", "tags": ["x"]},
+        score=0.5,
+    )
+    assert MemoryNode.from_dict(node.to_dict()) == node
+
+
+def test_strings_are_read_as_enums_and_naive_times_are_refused() -> None:
+    node = MemoryNode(user_name="ann", content="x", memory_type="insight", status="expired")  # type: ignore[arg-type]  # as a store row gives them
+    assert node.memory_type is MemoryType.INSIGHT
+    assert node.status is MemoryStatus.EXPIRED
+    with pytest.raises(ValueError, match="event_time must be timezone-aware"):
+        MemoryNode(user_name="ann", content="x", event_time=datetime(2024, 1, 1))
+    with pytest.raises(ValueError, match="'not_a_type' is not a valid MemoryType"):
+        MemoryNode(user_name="ann", content="x", memory_type="not_a_type")  # type: ignore[arg-type]  # the point of the test
+
+
+def test_unknown_fields_are_named() -> None:
+    with pytest.raises(ValueError, match=r"unknown memory fields \['colour'\]"):
+        MemoryNode.from_dict({"user_name": "ann", "content": "x", "colour": "red"})
