@@ -188,12 +188,12 @@ class UserMatrix:
         size = self.size
         if mask is None:
             candidates = None
-            scores = self.vectors[:size] @ query
+            scores = _cosines(self.vectors[:size], query)
         else:
             candidates = np.flatnonzero(mask)
             # few rows pass the filter: gathering them is cheaper than scoring every row
             few = candidates.size * 4 < size
-            scores = self.vectors[candidates] @ query if few else (self.vectors[:size] @ query)[candidates]
+            scores = _cosines(self.vectors[candidates], query) if few else _cosines(self.vectors[:size], query)[candidates]
         count = min(top_k, scores.size)
         if count == 0:
             return []
@@ -201,6 +201,12 @@ class UserMatrix:
         best = best[np.argsort(-scores[best], kind="stable")]
         positions = best if candidates is None else candidates[best]
         return list(zip(self.row_ids[positions].tolist(), scores[best].tolist(), strict=True))
+
+
+def _cosines(unit_rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+    # einsum, not `@`: BLAS hands a matrix-vector product to its thread pool, and on a busy machine
+    # waking those threads costs more than the product (measured at 10k x 384: p95 8 ms vs 1 ms)
+    return np.einsum("ij,j->i", unit_rows, query)
 
 
 def refresh(connection: sqlite3.Connection, matrix: UserMatrix, user_name: str) -> None:

@@ -27,6 +27,9 @@ from memoryscope.stores.fusion import reciprocal_rank_fusion
 from memoryscope.testing.fake_elasticsearch import FakeElasticsearch, RecordedRequest
 from memoryscope.testing.store_contract import StoreContract
 
+# the client is an optional extra (the store imports it lazily); without it these tests cannot run
+pytest.importorskip("elasticsearch", reason='needs the Elasticsearch client: pip install "memoryscope[elasticsearch]"')
+
 INDEX = "memories"
 ANN = MemoryFilter("ann")
 T0 = datetime(2024, 10, 26, 21, 26, 20, 123456, tzinfo=timezone(timedelta(hours=8)))
