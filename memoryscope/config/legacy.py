@@ -98,6 +98,9 @@ def translate_legacy(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     store = out.get("memory_store")
     if isinstance(store, dict):
         _translate_class(store, "memory_store", problems)
+        if "hybrid_alpha" in store:
+            store.pop("hybrid_alpha")
+            notices.append("memory_store.hybrid_alpha: dropped; hybrid search fuses by reciprocal rank here")
         for old, new in _ES_KEYS.items():
             if old in store:
                 value = store.pop(old)
