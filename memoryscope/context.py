@@ -51,6 +51,19 @@ class MemoryContext:
     retrieved: tuple[MemoryNode, ...] = ()  # candidates from the store
     ranked: tuple[MemoryNode, ...] = ()  # candidates re-scored by the rank model
     memories: tuple[MemoryNode, ...] = ()  # the operation's answer: memories, best first
+    # consolidate_memory
+    pending_messages: tuple[MemoryNode, ...] = ()  # conversation memories not yet consolidated
+    informative_messages: tuple[MemoryNode, ...] = ()  # those worth remembering (info_filter)
+    observations: tuple[MemoryNode, ...] = ()  # facts from messages without a time (get_observation)
+    timed_observations: tuple[MemoryNode, ...] = ()  # facts with an event time (get_observation_with_time)
+    today_memories: tuple[MemoryNode, ...] = ()  # what is already known from today (load_memory)
+    new_observations: tuple[MemoryNode, ...] = ()  # checked new facts to store (contra_repeat)
+    expired_memories: tuple[MemoryNode, ...] = ()  # old memories to mark expired, with superseded_by set
+    # reflect_and_reconsolidate
+    unreflected_observations: tuple[MemoryNode, ...] = ()  # observations not yet reflected on (load_memory)
+    insights: tuple[MemoryNode, ...] = ()  # the user's current insights (load_memory)
+    insight_subjects: tuple[str, ...] = ()  # new profile attributes to learn (get_reflection_subject)
+    updated_insights: tuple[MemoryNode, ...] = ()  # new and changed insights (update_insight)
     result: str = ""  # a readable summary of what the operation did
     details: dict[str, Any] = field(default_factory=dict)  # numbers for the caller (counts, ids)
     stop_reason: str = ""
