@@ -57,6 +57,8 @@ class MemoryScope:
             raise
         for notice in self.notices:
             logger.info(notice)
+        for service in self.services.values():
+            service.start()  # background work begins only once everything it may use is built
 
     # -- public ------------------------------------------------------------------------------
 
@@ -80,10 +82,15 @@ class MemoryScope:
         """Calls, tokens and latency so far, per model key."""
         return {name: model.usage.snapshot() for name, model in self.models.items()}
 
-    def close(self) -> None:
-        for service in getattr(self, "services", {}).values():
-            service.close()
-        self._executor.shutdown(wait=True, cancel_futures=True)
+    def close(self, timeout: float | None = None) -> None:
+        """Stop the services' schedulers, then release threads and the store.
+
+        A background operation still running is waited for up to `timeout` seconds (default: each
+        service's `shutdown_timeout_s`), then abandoned: it stops before its atomic write.
+        """
+        finished = all([service.close(timeout) for service in getattr(self, "services", {}).values()])
+        # an abandoned run may still hold a parallel step; do not wait for it here
+        self._executor.shutdown(wait=finished, cancel_futures=True)
         store = getattr(self, "store", None)
         if store is not None:
             store.close()
@@ -165,7 +172,7 @@ class MemoryScope:
                 )
                 for op_name, op in spec.operations.items()
             }
-            services[name] = spec.cls(name, spec.params, operations, self._executor)
+            services[name] = spec.cls(name, spec.params, operations, self._executor, store=self.store)
         return services
 
     def _build_chats(self) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""The `memoryscope` command: check-config, demo, run (chat, export and import come with their issues)."""
+"""The `memoryscope` command: check-config, demo, run, chat (export and import come with their issue)."""
 
 from __future__ import annotations
 
@@ -49,6 +49,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--id", action="append", default=[], dest="ids", help="memory id for delete_memory (repeatable)")
     run.add_argument("--json", action="store_true", help="print the memories as JSON lines")
     run.set_defaults(handler=_run)
+
+    chat = commands.add_parser("chat", help="chat with memory; slash commands for every operation (/help)")
+    chat.add_argument("--config", default="default", help="config name or path (default: default)")
+    chat.add_argument("--user", default=None, help="whose memories (default: the service's human_name)")
+    chat.add_argument("--no-stream", action="store_true", help="print each reply whole instead of as it comes")
+    chat.add_argument("-y", "--yes", action="store_true", help="do not ask before /delete_all")
+    chat.set_defaults(handler=_chat)
     return parser
 
 
@@ -74,6 +81,12 @@ def _demo(args: argparse.Namespace) -> int:
     from memoryscope.demo import run_demo
 
     return run_demo(config=args.config, store_path=args.store)
+
+
+def _chat(args: argparse.Namespace) -> int:
+    from memoryscope.cli_chat import run_chat
+
+    return run_chat(args.config, args.user, stream=not args.no_stream, assume_yes=args.yes)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -1,4 +1,5 @@
-"""The memory service: runs the configured operations by name, each on a fresh context."""
+"""The memory service: runs the configured operations by name, each on a fresh context, and owns
+the background scheduler of its backend operations."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from memoryscope.context import CALLER_FIELDS, MemoryContext
 from memoryscope.errors import MemoryScopeError, UnknownNameError
 from memoryscope.registry import Registry
+from memoryscope.scheduler import Scheduler
+from memoryscope.stores.base import MemoryStore
 from memoryscope.workflow import RunResult, WorkflowRunner
 
 __all__ = ["MemoryService", "Operation", "SERVICES"]
@@ -33,26 +36,60 @@ class Operation:
 
 
 class MemoryService:
-    """Holds the operations of one `memory_service:` entry and runs them."""
+    """Holds the operations of one `memory_service:` entry, runs them, and owns their scheduler.
+
+    Frontend operations run on the caller's thread. Backend operations run on demand (also on
+    the caller's thread) or in the background when their trigger fires (see
+    `memoryscope.scheduler`); either way one backend operation per user at a time. Storing
+    messages (`read_message`, or any operation given `messages=`) tells the scheduler.
+    """
 
     class Params(BaseModel):
         model_config = ConfigDict(extra="forbid", frozen=True)
 
         human_name: str = Field("user", description="How memories name the user when the chat gives no name.")
         assistant_name: str = Field("assistant", description="How the assistant is named in prompts.")
-        history_msg_count: int = Field(100, gt=0, description="Chat history kept in memory (0.1.x key).")
+        history_msg_count: int = Field(100, gt=0, description="Chat turns a chat keeps in memory (0.1.x key).")
         contextual_msg_count: int = Field(6, ge=0, description="Recent turns sent with each chat request.")
         bootstrap_service: bool = Field(False, description="0.1.x key; accepted and unused.")
+        enable_scheduler: bool = Field(True, description="Run backend operations in the background when triggers fire.")
+        scheduler_threads: int = Field(2, gt=0, description="Threads for background operations (users run side by side).")
+        scheduler_check_interval_s: float = Field(
+            30.0, gt=0, description="How often the scheduler re-checks the triggers of every user it has seen."
+        )
+        shutdown_timeout_s: float = Field(
+            30.0, ge=0, description="On close, how long to wait for a running background operation before abandoning it."
+        )
 
-    def __init__(self, name: str, params: Params, operations: Mapping[str, Operation], executor: ThreadPoolExecutor) -> None:
+    def __init__(
+        self,
+        name: str,
+        params: Params,
+        operations: Mapping[str, Operation],
+        executor: ThreadPoolExecutor,
+        store: MemoryStore | None = None,
+    ) -> None:
         self.name = name
         self.params = params
         self.operations = dict(operations)
         self._executor = executor
         self._closed = threading.Event()
+        self.scheduler = Scheduler(
+            name,
+            self.operations,
+            store,
+            enabled=params.enable_scheduler,
+            threads=params.scheduler_threads,
+            check_interval_s=params.scheduler_check_interval_s,
+            shutdown_timeout_s=params.shutdown_timeout_s,
+        )
 
     def operation_names(self) -> list[str]:
         return list(self.operations)
+
+    def start(self) -> None:
+        """Start the background scheduler (when `enable_scheduler`); `MemoryScope` calls this once built."""
+        self.scheduler.start()
 
     def run_operation(self, name: str, user_name: str, **caller_fields: Any) -> RunResult:
         """Run operation `name` for `user_name`; caller fields are MemoryContext inputs (`query=...`)."""
@@ -67,10 +104,21 @@ class MemoryService:
                 f"unknown inputs {unknown} for operation {name!r}; known: {sorted(CALLER_FIELDS - {'user_name'})}"
             )
         context = MemoryContext(user_name=user_name, **caller_fields)
-        return operation.runner.run(context)
+        # a backend operation runs through the scheduler: one per user at a time, and recorded
+        result = self.scheduler.run_now(operation, context) if operation.backend else operation.runner.run(context)
+        if context.messages and result.context.details.get("stored_messages", 1):
+            self.notify_messages(user_name)
+        return result
 
-    def close(self) -> None:
+    def notify_messages(self, user_name: str) -> None:
+        """New messages of `user_name` are stored: let the scheduler check their triggers."""
+        self.scheduler.notify(user_name)
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Refuse new runs; stop the scheduler, waiting up to `timeout` (default `shutdown_timeout_s`)
+        for a running background operation. False when one was abandoned (it writes nothing)."""
         self._closed.set()
+        return self.scheduler.close(timeout)
 
 
 SERVICES: Registry[type[MemoryService]] = Registry("memory service", MemoryService)

@@ -36,6 +36,9 @@ __all__ = [
     "match_search_body",
     "scan_body",
     "count_body",
+    "iter_body",
+    "user_counts_body",
+    "alias_swap_body",
     "delete_by_query_body",
     "update_body",
     "bulk_index_lines",
@@ -199,6 +202,42 @@ def scan_body(
 
 def count_body(memory_filter: MemoryFilter) -> dict[str, Any]:
     return {"query": filter_query(memory_filter)}
+
+
+def iter_body(*, size: int, user_name: str | None = None, after_id: str | None = None) -> dict[str, Any]:
+    """One page of every memory (or one user's) by ascending `memory_id`, after `after_id`.
+
+    The one read not scoped to a user: export, migration and re-embedding walk the whole index.
+    """
+    query: dict[str, Any] = {"match_all": {}} if user_name is None else {"bool": {"filter": [{"term": {"user_name": user_name}}]}}
+    body: dict[str, Any] = {
+        "query": query,
+        "sort": [{"memory_id": {"order": "asc"}}],
+        "size": size,
+        "track_total_hits": False,
+        "_source": _NO_VECTOR,
+    }
+    if after_id is not None:
+        body["search_after"] = [after_id]
+    return body
+
+
+def user_counts_body(*, size: int, after_user: str | None = None) -> dict[str, Any]:
+    """A `composite` aggregation of memories per `user_name`, one page of `size` users after `after_user`."""
+    composite: dict[str, Any] = {"size": size, "sources": [{"user_name": {"terms": {"field": "user_name"}}}]}
+    if after_user is not None:
+        composite["after"] = {"user_name": after_user}
+    return {"size": 0, "track_total_hits": False, "aggs": {"users": {"composite": composite}}}
+
+
+def alias_swap_body(*, alias: str, old_index: str, new_index: str) -> dict[str, Any]:
+    """`POST /_aliases`: delete `old_index` and point `alias` at `new_index`, in one atomic step.
+
+    Works whether `alias` is already an alias of `old_index` (deleting the index drops its
+    aliases) or is the name of `old_index` itself: Elasticsearch runs `remove_index` before the
+    other actions, so the name is free when the alias is added.
+    """
+    return {"actions": [{"remove_index": {"index": old_index}}, {"add": {"index": new_index, "alias": alias}}]}
 
 
 def delete_by_query_body(memory_filter: MemoryFilter) -> dict[str, Any]:

@@ -33,8 +33,11 @@ class SqliteConnections:
         self._lock = threading.Lock()
         self._closed = False
 
-    def open(self, embedding_model: EmbeddingModel, dimension: int) -> None:
-        """Create or check the file: WAL on, schema in place, the embedding model recorded or matched."""
+    def open(self, embedding_model: EmbeddingModel, dimension: int, *, allow_model_change: bool = False) -> tuple[str, int]:
+        """Create or check the file: WAL on, schema in place, the embedding model recorded or matched.
+
+        Returns the recorded `(model name, dimension)`; another model than `embedding_model` is
+        an error unless `allow_model_change` (the store is being opened to re-embed)."""
         if str(self.path) == ":memory:" or str(self.path).startswith("file:"):
             raise StoreError(f"sqlite_memory_store needs a file path, got {str(self.path)!r}")
         if self.path.is_dir():
@@ -51,16 +54,19 @@ class SqliteConnections:
             # BEGIN inside the script: executescript would commit a transaction begun before it
             connection.executescript("BEGIN IMMEDIATE;" + SCHEMA_SCRIPT)
             try:
-                self._check_recorded_model(connection, embedding_model.model_name, dimension)
+                recorded = self._check_recorded_model(connection, embedding_model.model_name, dimension, allow_model_change)
             except BaseException:
                 connection.execute("ROLLBACK")
                 raise
             connection.execute("COMMIT")
         except sqlite3.Error as error:
             raise StoreError(f"cannot open memory store {self.path}: {error}") from None
+        return recorded
 
-    def _check_recorded_model(self, connection: sqlite3.Connection, name: str, dimension: int) -> None:
-        """Record the embedding model on first open; refuse another model on later opens."""
+    def _check_recorded_model(
+        self, connection: sqlite3.Connection, name: str, dimension: int, allow_model_change: bool
+    ) -> tuple[str, int]:
+        """Record the embedding model on first open; refuse another model on later opens (unless allowed)."""
         recorded = dict(connection.execute("SELECT key, value FROM store_meta").fetchall())
         version = recorded.setdefault("schema_version", SCHEMA_VERSION)
         if version != SCHEMA_VERSION:
@@ -71,14 +77,17 @@ class SqliteConnections:
                 "INSERT OR REPLACE INTO store_meta (key, value) VALUES (?, ?)",
                 [("schema_version", SCHEMA_VERSION), ("embedding_model", name), ("embedding_dimension", str(dimension))],
             )
-            return
+            return name, dimension
         recorded_dimension = recorded.get("embedding_dimension")
+        if allow_model_change:
+            return recorded_name, int(recorded_dimension or 0)
         if recorded_name != name or recorded_dimension != str(dimension):
             raise StoreError(
                 f"memory store {self.path} holds vectors made by embedding model {recorded_name!r} "
                 f"(dimension {recorded_dimension}), but it was opened with {name!r} (dimension {dimension}); "
                 "re-embed it with `memoryscope reembed --config ...` or point memory_store.path at another file"
             )
+        return name, dimension
 
     def connection(self) -> sqlite3.Connection:
         """This thread's connection (created on first use)."""

@@ -2,24 +2,32 @@
 
 Stores own the vectors: `upsert` embeds passages with the store's embedding model (unless the
 caller passes vectors), and a search embeds the query (unless given `vector`). A store records
-which embedding model made its vectors and refuses to open with another one. Every search and
-scan is scoped by a `MemoryFilter` whose `user_name` is required: no call can see across users.
-The shared behaviour suite is `memoryscope.testing.store_contract.StoreContract`.
+which embedding model made its vectors and refuses to open with another one (unless opened with
+`allow_model_change=True`, only to `reembed` them). Every search and scan is scoped by a
+`MemoryFilter` whose `user_name` is required: no call can see across users. Only the maintenance
+reads `iter_all` and `user_counts` walk the whole store, for export, migration and re-embedding
+(`memoryscope.transfer`). The shared behaviour suite is
+`memoryscope.testing.store_contract.StoreContract`.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
 from memoryscope.registry import Registry
+
+if TYPE_CHECKING:
+    from memoryscope.models.base import EmbeddingModel
+    from memoryscope.progress import Progress
 
 __all__ = ["MemoryFilter", "TimeRange", "SearchMode", "MemoryStore", "STORES"]
 
@@ -56,6 +64,9 @@ class MemoryFilter:
 
 class MemoryStore(ABC):
     """A durable home for memory nodes and their vectors."""
+
+    embedding_model: EmbeddingModel  # makes the vectors of every write and search
+    dimension: int  # of `embedding_model`
 
     @abstractmethod
     def upsert(self, nodes: Sequence[MemoryNode], vectors: np.ndarray | None = None) -> None:
@@ -101,6 +112,45 @@ class MemoryStore(ABC):
         top_k: int = 10,
     ) -> list[MemoryNode]:
         """The `top_k` best matches, best first, each with `score` set."""
+
+    # ---- the whole store: export, migration, re-embedding ------------------------------------
+
+    @abstractmethod
+    def iter_all(
+        self, batch_size: int = 500, *, user_name: str | None = None, after_id: str | None = None
+    ) -> Iterator[list[MemoryNode]]:
+        """Every memory of every user (or only of `user_name`), in batches ordered by `memory_id`.
+
+        Paged by id (each page starts after the last id of the one before, or after `after_id`),
+        so a deep page costs what the first does. Not a snapshot: memories written while the
+        iteration runs may or may not be seen.
+        """
+
+    @abstractmethod
+    def user_counts(self) -> dict[str, int]:
+        """How many memories each user has (users without any are absent)."""
+
+    @abstractmethod
+    def get_vectors(self, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored vectors (unit float32 rows) of these ids; ids without one are absent.
+
+        In a store opened with `allow_model_change=True` before `reembed`, these are still
+        the vectors of the recorded model (see `recorded_embedding`)."""
+
+    @property
+    def recorded_embedding(self) -> tuple[str, int]:
+        """`(model name, dimension)` of the model that made the stored vectors. Differs from
+        `embedding_model` only in a store opened with `allow_model_change=True`, until `reembed`."""
+        return self.embedding_model.model_name, int(self.dimension)
+
+    def reembed(self, *, batch_size: int = 256, progress: Progress | None = None) -> int:
+        """Embed every memory again with `embedding_model`, then record that model; returns how many.
+
+        Open the store with `allow_model_change=True` to call this after a model change (the
+        store refuses writes and searches until it has run). Stop other writers first: memories
+        they write meanwhile with the old model may keep old vectors.
+        """
+        raise StoreError(f"{type(self).__name__} cannot re-embed its memories")
 
     def close(self) -> None:
         """Release connections and caches."""

@@ -30,7 +30,7 @@ import re
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -42,6 +42,9 @@ from memoryscope.stores import _es_connection as connection
 from memoryscope.stores import _es_queries as queries
 from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode
 from memoryscope.stores.fusion import reciprocal_rank_fusion
+
+if TYPE_CHECKING:
+    from memoryscope.progress import Progress
 
 __all__ = ["ElasticsearchMemoryStore", "BulkWriteError"]
 
@@ -121,9 +124,13 @@ class ElasticsearchMemoryStore(MemoryStore):
         analyzer: str = "standard",
         retrieve_mode: Literal["dense", "hybrid", "keyword"] | None = None,
         client: Any = None,
+        allow_model_change: bool = False,
     ) -> None:
         """`client`: an `elasticsearch.Elasticsearch` to use instead of building one from `hosts`
-        and the credential settings; the store then leaves closing it to the caller."""
+        and the credential settings; the store then leaves closing it to the caller.
+
+        `allow_model_change` (not a YAML key): open an index whose vectors another embedding model
+        made, to `reembed` it; until then writes and searches are refused."""
         try:
             params = self.Params(
                 hosts=[hosts] if isinstance(hosts, str) else list(hosts),
@@ -158,6 +165,8 @@ class ElasticsearchMemoryStore(MemoryStore):
         self.hosts = connection.safe_hosts(params.hosts) if client is None else connection.client_hosts(client)
         self._index_ready = False
         self._index_lock = threading.Lock()
+        self._allow_model_change = allow_model_change
+        self._recorded: tuple[str, int] | None = None  # from the index's _meta, once opened
 
     @property
     def client(self) -> Any:
@@ -218,6 +227,7 @@ class ElasticsearchMemoryStore(MemoryStore):
 
     def _check_index_meta(self, mappings: dict[str, Any]) -> None:
         name, dimension = self.embedding_model.model_name, self.dimension
+        self._recorded = (name, dimension)
         for concrete, entry in mappings.items():
             meta = (entry.get("mappings") or {}).get("_meta") or {}
             recorded, recorded_dimension = meta.get("embedding_model"), meta.get("dimension")
@@ -231,12 +241,28 @@ class ElasticsearchMemoryStore(MemoryStore):
                 raise StoreError(self._where(
                     f"index {concrete!r} has schema version {version}; this MemoryScope reads {queries.SCHEMA_VERSION}"
                 ))  # fmt: skip
-            if recorded != name or recorded_dimension != dimension:
+            if (recorded != name or recorded_dimension != dimension) and self._allow_model_change:
+                self._recorded = (str(recorded), int(recorded_dimension or 0))
+            elif recorded != name or recorded_dimension != dimension:
                 raise StoreError(self._where(
                     f"index {concrete!r} holds vectors made by embedding model {recorded!r} (dimension {recorded_dimension}), "
                     f"but it was opened with {name!r} (dimension {dimension}); re-embed it with "
                     "`memoryscope reembed --config CONFIG` or set memory_store.index_name to another index"
                 ))  # fmt: skip
+
+    @property
+    def recorded_embedding(self) -> tuple[str, int]:
+        """The model named in the index's `_meta` (the index is opened, or created, to read it)."""
+        self.ensure_index()
+        return self._recorded or (self.embedding_model.model_name, self.dimension)
+
+    def _require_current_model(self, action: str) -> None:
+        recorded = self._recorded
+        if recorded is not None and recorded != (self.embedding_model.model_name, self.dimension):
+            raise StoreError(self._where(
+                f"the index holds vectors made by embedding model {recorded[0]!r} (dimension {recorded[1]}) and was "
+                f"opened to re-embed them with {self.embedding_model.model_name!r}: {action} waits until reembed() has run"
+            ))  # fmt: skip
 
     def close(self) -> None:
         """Close the client the store built (an injected client is left to its owner)."""
@@ -261,6 +287,7 @@ class ElasticsearchMemoryStore(MemoryStore):
         if not nodes:
             return
         self.ensure_index()
+        self._require_current_model("upsert")
         rows = given[keep] if given is not None else self._vectors_for(nodes)
         documents = [queries.node_to_document(node, queries.stored_vector(row)) for node, row in zip(nodes, rows, strict=True)]
         failed: dict[str, str] = {}
@@ -302,9 +329,13 @@ class ElasticsearchMemoryStore(MemoryStore):
             rows[missing] = self._unit_rows(self.embedding_model.embed_passages(texts), len(missing), "embedding model output")
         return rows
 
-    def _bulk(self, operations: list[dict[str, Any]], action: str) -> list[dict[str, Any]]:
+    def _bulk(
+        self, operations: list[dict[str, Any]], action: str, *, index: str | None = None, refresh: str | None = None
+    ) -> list[dict[str, Any]]:
         with self._calling(action):
-            response = self._client.bulk(index=self.index_name, operations=operations, refresh=self.params.refresh)
+            response = self._client.bulk(
+                index=index or self.index_name, operations=operations, refresh=refresh or self.params.refresh
+            )
         return list(response["items"])
 
     def _bulk_error(self, action: str, failed: dict[str, str], written: list[str]) -> BulkWriteError:
@@ -344,6 +375,7 @@ class ElasticsearchMemoryStore(MemoryStore):
             known = ", ".join(sorted(_UPDATABLE))
             raise StoreError(f"cannot update {', '.join(unknown)} of memory {memory_id!r}; updatable fields: {known}")
         self.ensure_index()
+        self._require_current_model("update")
         with self._calling("reading the memory to update"):
             response = self._client.mget(index=self.index_name, ids=[memory_id])
         doc = response["docs"][0]
@@ -476,6 +508,70 @@ class ElasticsearchMemoryStore(MemoryStore):
             response = self._client.count(index=self.index_name, body=queries.count_body(memory_filter))
         return int(response["count"])
 
+    # ---- the whole index ----------------------------------------------------------------------
+
+    def iter_all(
+        self, batch_size: int = 500, *, user_name: str | None = None, after_id: str | None = None
+    ) -> Iterator[list[MemoryNode]]:
+        """Pages sorted by `memory_id` with `search_after` (no point-in-time snapshot)."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 0 < batch_size <= queries.MAX_RESULT_WINDOW:
+            raise StoreError(f"iter_all: batch_size must be an integer from 1 to {queries.MAX_RESULT_WINDOW}, got {batch_size!r}")
+        self.ensure_index()
+        after = after_id
+        while True:
+            hits = self._search(queries.iter_body(size=batch_size, user_name=user_name, after_id=after), "reading all memories")
+            if hits:
+                yield [queries.document_to_node(hit["_source"]) for hit in hits]
+            if len(hits) < batch_size:
+                return
+            after = hits[-1]["_source"]["memory_id"]
+
+    def user_counts(self) -> dict[str, int]:
+        """A `composite` aggregation on `user_name`, page by page (any number of users).
+
+        With `refresh: "false"` the index is refreshed first, so the counts include every write."""
+        self.ensure_index()
+        if self.params.refresh == "false":
+            with self._calling("refreshing the index"):
+                self._client.indices.refresh(index=self.index_name)
+        counts: dict[str, int] = {}
+        after: str | None = None
+        page = 1000
+        while True:
+            with self._calling("counting memories per user"):
+                response = self._client.search(index=self.index_name, body=queries.user_counts_body(size=page, after_user=after))
+            buckets = response["aggregations"]["users"]["buckets"]
+            counts.update((str(bucket["key"]["user_name"]), int(bucket["doc_count"])) for bucket in buckets)
+            if len(buckets) < page:
+                return counts
+            after = str(buckets[-1]["key"]["user_name"])
+
+    def get_vectors(self, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        ids = list(dict.fromkeys(memory_ids))
+        if not ids:
+            return {}
+        self.ensure_index()
+        with self._calling("reading stored vectors"):
+            response = self._client.mget(index=self.index_name, ids=ids, source_includes=[queries.VECTOR_FIELD])
+        return {
+            doc["_id"]: np.asarray(doc["_source"][queries.VECTOR_FIELD], dtype=np.float32)
+            for doc in response["docs"]
+            if doc.get("found") and doc.get("_source", {}).get(queries.VECTOR_FIELD) is not None
+        }
+
+    def reembed(self, *, batch_size: int = 256, progress: Progress | None = None) -> int:
+        """Copy every memory, with new vectors, into a new index `<index_name>-reembed-<UTC time>`,
+        then in one atomic `_aliases` call delete the old index and make `index_name` an alias of
+        the new one (see `_es_reembed`). `index_name` in the config stays as it is."""
+        from memoryscope.progress import Progress
+        from memoryscope.stores._es_reembed import reembed_index
+
+        count = reembed_index(self, batch_size, progress or Progress())
+        with self._index_lock:
+            self._index_ready = False  # the next call reads the new index's _meta
+            self._recorded = None
+        return count
+
     def search(
         self,
         memory_filter: MemoryFilter,
@@ -507,6 +603,7 @@ class ElasticsearchMemoryStore(MemoryStore):
         if memory_filter.memory_ids == ():
             return []
         self.ensure_index()
+        self._require_current_model("search")
         if chosen is SearchMode.DENSE:
             return [node.with_score(score) for node, score in self._dense(memory_filter, query, vector, top_k)]
         if chosen is SearchMode.KEYWORD:

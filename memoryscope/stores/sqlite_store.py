@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryNode, utc_now
 from memoryscope.models.base import EmbeddingModel
+from memoryscope.progress import Progress
 from memoryscope.stores._sqlite_cache import MatrixCache, refresh
 from memoryscope.stores._sqlite_connections import SqliteConnections
+from memoryscope.stores._sqlite_reembed import reembed_file
 from memoryscope.stores._sqlite_schema import (
     NODE_COLUMNS,
     UPDATABLE_FIELDS,
@@ -101,7 +103,10 @@ class SqliteMemoryStore(MemoryStore):
         cache_max_users: int = 32,
         hybrid_candidates: int = 100,
         change_log_retain: int = 50_000,
+        allow_model_change: bool = False,
     ) -> None:
+        """`allow_model_change` (not a YAML key): open a file whose vectors another embedding
+        model made, to `reembed` it; until then writes and searches are refused."""
         try:
             params = self.Params(
                 path=Path(path),
@@ -120,7 +125,7 @@ class SqliteMemoryStore(MemoryStore):
         self._connections = SqliteConnections(self.path, params.busy_timeout_s)
         self._cache = MatrixCache(self.dimension, params.cache_max_users)
         try:
-            self._connections.open(embedding_model, self.dimension)
+            self._recorded = self._connections.open(embedding_model, self.dimension, allow_model_change=allow_model_change)
         except BaseException:
             self.close()
             raise
@@ -135,6 +140,18 @@ class SqliteMemoryStore(MemoryStore):
         self._connections.close()
         self._cache.clear()
 
+    @property
+    def recorded_embedding(self) -> tuple[str, int]:
+        return self._recorded
+
+    def _require_current_model(self, action: str) -> None:
+        if self._recorded != (self.embedding_model.model_name, self.dimension):
+            name, dimension = self._recorded
+            raise StoreError(
+                f"memory store {self.path} holds vectors made by embedding model {name!r} (dimension {dimension}) and "
+                f"was opened to re-embed them with {self.embedding_model.model_name!r}: {action} waits until reembed() has run"
+            )
+
     # ---- writing ------------------------------------------------------------------------------
 
     def upsert(self, nodes: Sequence[MemoryNode], vectors: np.ndarray | None = None) -> None:
@@ -142,6 +159,7 @@ class SqliteMemoryStore(MemoryStore):
         for node in nodes:
             if not isinstance(node, MemoryNode):
                 raise StoreError(f"upsert takes MemoryNode objects, got {type(node).__name__}")
+        self._require_current_model("upsert")
         given = None if vectors is None else self._unit_rows(vectors, len(nodes), "upsert vectors")
         # a memory_id repeated in one batch: the last one wins, as if upserted one after another
         last_index = {node.memory_id: index for index, node in enumerate(nodes)}
@@ -233,6 +251,7 @@ class SqliteMemoryStore(MemoryStore):
         return matrix / np.where(norms > 0, norms, 1.0)
 
     def update(self, memory_id: str, **changes: Any) -> MemoryNode:
+        self._require_current_model("update")
         unknown = sorted(set(changes) - UPDATABLE_FIELDS)
         if unknown:
             raise StoreError(
@@ -307,6 +326,59 @@ class SqliteMemoryStore(MemoryStore):
                 self._connections.connection().execute(f"SELECT count(*) FROM memories WHERE {where}", params).fetchone()[0]
             )
 
+    # ---- the whole store ----------------------------------------------------------------------
+
+    def iter_all(
+        self, batch_size: int = 500, *, user_name: str | None = None, after_id: str | None = None
+    ) -> Iterator[list[MemoryNode]]:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise StoreError(f"iter_all: batch_size must be a positive integer, got {batch_size!r}")
+        last = after_id
+        while True:
+            clauses, params = ["1"], []
+            if user_name is not None:
+                clauses.append("user_name = ?")
+                params.append(user_name)
+            if last is not None:
+                clauses.append("memory_id > ?")
+                params.append(last)
+            sql = f"{_SELECT_NODES} WHERE {' AND '.join(clauses)} ORDER BY memory_id LIMIT ?"
+            with self._connections.errors():
+                rows = self._connections.connection().execute(sql, [*params, batch_size]).fetchall()
+            if rows:
+                yield [node_from_row(row) for row in rows]
+            if len(rows) < batch_size:
+                return
+            last = rows[-1][0]
+
+    def user_counts(self) -> dict[str, int]:
+        with self._connections.errors():
+            rows = self._connections.connection().execute("SELECT user_name, count(*) FROM memories GROUP BY user_name")
+            return {str(user): int(count) for user, count in rows.fetchall()}
+
+    def get_vectors(self, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        if not memory_ids:
+            return {}
+        sql = (
+            "SELECT m.memory_id, v.vector FROM memories AS m JOIN memory_vectors AS v ON v.row_id = m.row_id "
+            f"WHERE m.memory_id IN {_IDS_PARAM}"
+        )
+        with self._connections.errors():
+            rows = self._connections.connection().execute(sql, (json.dumps(list(memory_ids)),)).fetchall()
+        return {memory_id: np.frombuffer(blob, dtype=np.float32).copy() for memory_id, blob in rows}
+
+    def reembed(self, *, batch_size: int = 256, progress: Progress | None = None) -> int:
+        """Re-embed in a side table, batch by batch (resumable), then switch in one transaction
+        (see `_sqlite_reembed`); readers carry on meanwhile."""
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise StoreError(f"reembed: batch_size must be a positive integer, got {batch_size!r}")
+        name = self.embedding_model.model_name
+        with self._connections.errors():
+            count = reembed_file(self._connections, name, self.dimension, self._passage_vectors, batch_size, progress or Progress())
+        self._recorded = (name, self.dimension)
+        self._cache.clear()
+        return count
+
     def search(
         self,
         memory_filter: MemoryFilter,
@@ -321,6 +393,7 @@ class SqliteMemoryStore(MemoryStore):
         Hybrid without a query (only `vector`) is dense ranking with fused scores.
         """
         validate_filter(memory_filter)
+        self._require_current_model("search")
         try:
             mode = SearchMode(mode)
         except ValueError:

@@ -4,7 +4,8 @@ A subset, written from the Elasticsearch 8.x reference, enough for `elasticsearc
 queries `match_all`, `bool` (filter / must / should / must_not), `term`, `terms`, `range`,
 `exists`, `ids`, `match`, `multi_match` (most_fields / best_fields); the `knn` search option
 (exact cosine over the filtered documents, scored `(1 + cosine) / 2` as Elasticsearch does);
-`sort` with `search_after`; `_source` includes / excludes. Anything else is refused with a 400
+`sort` with `search_after`; `_source` includes / excludes; `composite` aggregations of `terms`
+sources on keyword fields (buckets in key order, paged by `after`). Anything else is refused with a 400
 `parsing_exception`, so a body the fake does not understand fails loudly instead of matching
 everything.
 
@@ -23,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["QueryError", "analyze", "matches", "score", "knn_hits", "sort_key", "sort_values", "filter_source"]
+__all__ = ["QueryError", "analyze", "matches", "score", "knn_hits", "sort_key", "sort_values", "filter_source", "aggregate"]
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}_]+")
@@ -340,3 +341,54 @@ class _Reversed:
 def filter_source(source: Mapping[str, Any], includes: Sequence[str] | None, excludes: Sequence[str] | None) -> dict[str, Any]:
     kept = {name: value for name, value in source.items() if includes is None or name in includes}
     return {name: value for name, value in kept.items() if not excludes or name not in excludes}
+
+
+# ---- aggregations ----------------------------------------------------------------------------------
+
+
+def aggregate(
+    aggs: Mapping[str, Any], documents: Sequence[Mapping[str, Any]], mappings: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The `aggregations` of a response: `composite` of `terms` sources only."""
+    if not isinstance(aggs, Mapping):
+        raise QueryError("[aggs] must be an object")
+    return {name: _composite(name, spec, documents, mappings) for name, spec in aggs.items()}
+
+
+def _composite(
+    name: str, spec: Mapping[str, Any], documents: Sequence[Mapping[str, Any]], mappings: Mapping[str, Any]
+) -> dict[str, Any]:
+    if not isinstance(spec, Mapping) or set(spec) != {"composite"}:
+        raise QueryError(f"fake: aggregation [{name}] must be a `composite` aggregation and nothing else")
+    composite = spec["composite"]
+    unknown = set(composite) - {"size", "sources", "after"}
+    if unknown:
+        raise QueryError(f"[composite] unknown keys {sorted(unknown)}")
+    keys: list[tuple[str, str]] = []  # (key name, field)
+    for source in composite.get("sources") or []:
+        key_name, source_spec = _single(source, "composite.sources")
+        if not isinstance(source_spec, Mapping) or set(source_spec) != {"terms"}:
+            raise QueryError(f"fake: composite source [{key_name}] must be `terms`")
+        field = source_spec["terms"].get("field")
+        if field_type(mappings, str(field)) != "keyword":
+            raise QueryError(f"fake: composite terms on [{field}] needs a keyword field")
+        keys.append((key_name, str(field)))
+    if not keys:
+        raise QueryError("[composite] [sources] cannot be empty")
+    counts: dict[tuple[Any, ...], int] = {}
+    for document in documents:
+        values = tuple(field_values(document, field)[:1] for _, field in keys)
+        if all(values):  # documents missing a source field make no bucket (missing_bucket: false)
+            key = tuple(value[0] for value in values)
+            counts[key] = counts.get(key, 0) + 1
+    ordered = sorted(counts)
+    after = composite.get("after")
+    if after is not None:
+        start = tuple(after[key_name] for key_name, _ in keys)
+        ordered = [key for key in ordered if key > start]
+    page = ordered[: int(composite.get("size", 10))]
+    buckets = [{"key": dict(zip([key_name for key_name, _ in keys], key, strict=True)), "doc_count": counts[key]} for key in page]
+    result: dict[str, Any] = {"buckets": buckets}
+    if buckets:
+        result["after_key"] = buckets[-1]["key"]
+    return result

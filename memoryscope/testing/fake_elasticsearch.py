@@ -13,8 +13,11 @@ Endpoints: `HEAD|PUT|DELETE /<index>`, `GET /<index>/_mapping`, `POST /<index>/_
 create, delete and update actions), `POST /<index>/_mget`, `PUT /<index>/_doc/<id>`,
 `POST /<index>/_update/<id>` (`doc` merged into `_source` object by object, as Elasticsearch
 does), `POST /<index>/_search` (`query` or `knn`, `sort`, `search_after`, `from`/`size` within
-`max_result_window`), `POST /<index>/_count`, `POST /<index>/_delete_by_query`, `POST
-/<index>/_refresh`, `GET /`. `if_seq_no` / `if_primary_term` are honoured (409 on a mismatch).
+`max_result_window`, `composite` aggregations of `terms` sources), `POST /<index>/_count`, `POST
+/<index>/_delete_by_query`, `POST /<index>/_refresh`, `POST /_aliases` (`add`, `remove`,
+`remove_index`, applied atomically, `remove_index` first), `GET /`. An alias of one index stands
+for it in every per-index endpoint. `if_seq_no` / `if_primary_term` are honoured (409 on a
+mismatch).
 Mappings are enforced as far as the store relies on them: `dynamic: strict` rejects unknown
 fields, `dense_vector` checks its dimension and refuses zero vectors for cosine, dates must parse.
 Query semantics and their approximations are in `_fake_es_search`. Refresh is not modelled:
@@ -108,6 +111,7 @@ class FakeElasticsearch:
         self.max_result_window = max_result_window
         self._lock = threading.RLock()
         self._indices: dict[str, _Index] = {}
+        self._aliases: dict[str, set[str]] = {}  # alias -> its indices
         self._requests: list[RecordedRequest] = []
         self._item_failures: dict[str, tuple[int, str, str]] = {}
         self._scripted: deque[list[dict[str, Any]]] = deque()
@@ -173,14 +177,21 @@ class FakeElasticsearch:
             self._indices[name] = index
 
     def documents(self, index: str) -> dict[str, dict[str, Any]]:
-        """A copy of an index's documents by id ({} when the index does not exist)."""
+        """A copy of an index's (or a one-index alias's) documents by id ({} when there is no such index)."""
         with self._lock:
-            found = self._indices.get(index)
+            targets = self._aliases.get(index, {index})
+            found = self._indices.get(next(iter(targets))) if len(targets) == 1 else None
             return copy.deepcopy(found.documents) if found else {}
 
     def index_names(self) -> list[str]:
+        """The concrete indices (not aliases)."""
         with self._lock:
             return sorted(self._indices)
+
+    def aliases(self) -> dict[str, list[str]]:
+        """Each alias and the indices it points at."""
+        with self._lock:
+            return {alias: sorted(targets) for alias, targets in sorted(self._aliases.items())}
 
     def fail_items(self, failures: Mapping[str, str | tuple[str, str]], status: int = 400) -> None:
         """Bulk items for these document ids fail with `reason` (or `(error_type, reason)`)."""
@@ -244,12 +255,15 @@ class FakeElasticsearch:
     def _route(self, method: str, path: str, params: dict[str, str], body: Any) -> tuple[int, Any]:
         if path == "/" and method in ("GET", "HEAD"):
             return 200, {"name": "fake", "cluster_name": "fake", "version": {"number": "8.13.4"}}
+        if path == "/_aliases" and method == "POST":
+            return 200, self._update_aliases(body or {})
         route = _ROUTE.match(path)
         if route is None:
             raise _Failure(400, "illegal_argument_exception", f"fake: no route for {method} {path}")
         name, action, doc_id = route.group("index"), route.group("action"), route.group("id")
         if action is None:
             return self._index_admin(method, name, params, body)
+        name = self._resolve(name)
         if action == "_bulk" and method in ("POST", "PUT"):
             return 200, self._bulk(name, body if isinstance(body, list) else [])
         index = self._existing(name)
@@ -274,6 +288,51 @@ class FakeElasticsearch:
             raise _Failure(400, "illegal_argument_exception", f"fake: no route for {method} {path}")
         return 200, handler()
 
+    def _resolve(self, name: str) -> str:
+        """The index a name stands for: itself, or the one index of an alias."""
+        targets = self._aliases.get(name)
+        if not targets:
+            return name
+        if len(targets) > 1:
+            reason = f"alias [{name}] has more than one index associated with it {sorted(targets)}, can't execute a single index op"
+            raise _Failure(400, "illegal_argument_exception", reason)
+        return next(iter(targets))
+
+    def _update_aliases(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        actions = body.get("actions")
+        if not isinstance(actions, list) or not actions:
+            raise _Failure(400, "action_request_validation_exception", "Validation Failed: 1: no actions specified;")
+        indices = dict(self._indices)
+        aliases = {alias: set(targets) for alias, targets in self._aliases.items()}
+        # Elasticsearch runs every remove_index first, wherever it sits in the list
+        ordered = [a for a in actions if "remove_index" in a] + [a for a in actions if "remove_index" not in a]
+        for action in ordered:
+            ((kind, spec),) = action.items()
+            index, alias = spec.get("index"), spec.get("alias")
+            if kind in ("remove_index", "add") and index in aliases:
+                reason = f"The provided expression [{index}] matches an alias, specify the corresponding concrete indices instead."
+                raise _Failure(400, "illegal_argument_exception", reason)
+            if index not in indices:
+                raise _Failure(404, "index_not_found_exception", f"no such index [{index}]")
+            if kind == "remove_index":
+                del indices[index]
+                for targets in aliases.values():
+                    targets.discard(index)
+            elif kind == "add":
+                if alias in indices:
+                    reason = f"Invalid alias name [{alias}]: an index or data stream exists with the same name as the alias"
+                    raise _Failure(400, "invalid_alias_name_exception", reason)
+                aliases.setdefault(str(alias), set()).add(index)
+            elif kind == "remove":
+                if index not in aliases.get(str(alias), set()):
+                    raise _Failure(404, "aliases_not_found_exception", f"aliases [{alias}] missing")
+                aliases[str(alias)].discard(index)
+            else:
+                raise _Failure(400, "x_content_parse_exception", f"fake: unknown alias action [{kind}]")
+        self._indices = indices
+        self._aliases = {alias: targets for alias, targets in aliases.items() if targets}
+        return {"acknowledged": True, "errors": False}
+
     def _existing(self, name: str) -> _Index:
         index = self._indices.get(name)
         if index is None:
@@ -282,10 +341,12 @@ class FakeElasticsearch:
 
     def _index_admin(self, method: str, name: str, params: Mapping[str, str], body: Any) -> tuple[int, Any]:
         if method == "HEAD":
-            return (200 if name in self._indices else 404), None
+            return (200 if name in self._indices or name in self._aliases else 404), None
         if method == "PUT":
             if name in self._indices:
                 raise _Failure(400, "resource_already_exists_exception", f"index [{name}/fakeuuid] already exists")
+            if name in self._aliases:
+                raise _Failure(400, "invalid_index_name_exception", f"Invalid index name [{name}], already exists as alias")
             mappings = (body or {}).get("mappings", {})
             for prop, spec in mappings.get("properties", {}).items():
                 if spec.get("type") == "dense_vector" and not isinstance(spec.get("dims"), int):
@@ -293,13 +354,20 @@ class FakeElasticsearch:
             self._indices[name] = _Index(copy.deepcopy(mappings))
             return 200, {"acknowledged": True, "shards_acknowledged": True, "index": name}
         if method == "DELETE":
+            if name in self._aliases:
+                reason = f"The provided expression [{name}] matches an alias, specify the corresponding concrete indices instead."
+                raise _Failure(400, "illegal_argument_exception", reason)
             if name not in self._indices and params.get("ignore_unavailable") == "true":
                 return 200, {"acknowledged": True}
             self._existing(name)
             del self._indices[name]
+            for targets in self._aliases.values():
+                targets.discard(name)
+            self._aliases = {alias: targets for alias, targets in self._aliases.items() if targets}
             return 200, {"acknowledged": True}
         if method == "GET":
             names = [known for known in self._indices if fnmatch.fnmatchcase(known, name)] if "*" in name else [name]
+            names = [concrete for known in names for concrete in sorted(self._aliases.get(known, {known}))]
             found = {known: {"mappings": copy.deepcopy(self._existing(known).mappings), "settings": {}} for known in names}
             return 200, found
         raise _Failure(405, "method_not_allowed", f"fake: {method} /{name}")
@@ -391,7 +459,7 @@ class FakeElasticsearch:
             action_line = lines[position]
             position += 1
             ((action, meta),) = action_line.items()
-            index_name = meta.get("_index", name)
+            index_name = self._resolve(meta.get("_index", name))
             doc_id = str(meta.get("_id"))
             source = None
             if action in ("index", "create", "update"):
@@ -449,7 +517,7 @@ class FakeElasticsearch:
                 "version_conflicts": 0, "noops": 0, "failures": []}  # fmt: skip
 
     def _search(self, name: str, index: _Index, params: Mapping[str, str], body: Mapping[str, Any]) -> dict[str, Any]:
-        known = {"query", "knn", "size", "from", "sort", "search_after", "_source", "track_total_hits"}
+        known = {"query", "knn", "size", "from", "sort", "search_after", "_source", "track_total_hits", "aggs", "aggregations"}
         if set(body) - known:
             raise dsl.QueryError(f"fake: unsupported search keys {sorted(set(body) - known)}")
         size, start = int(body.get("size", 10)), int(body.get("from", 0))
@@ -491,8 +559,15 @@ class FakeElasticsearch:
         for hit in hits:
             if includes is not False:
                 hit["_source"] = dsl.filter_source(index.documents[hit["_id"]], includes or None, excludes)
-        return {"took": 1, "timed_out": False, "_shards": _SHARDS,
-                "hits": {"total": {"value": total, "relation": "eq"}, "max_score": None, "hits": hits}}  # fmt: skip
+        response = {"took": 1, "timed_out": False, "_shards": _SHARDS,
+                    "hits": {"total": {"value": total, "relation": "eq"}, "max_score": None, "hits": hits}}  # fmt: skip
+        aggs = body.get("aggs", body.get("aggregations"))
+        if aggs is not None:
+            if "knn" in body:
+                raise dsl.QueryError("fake: aggregations with `knn` are not supported")
+            matched = [index.documents[doc_id] for doc_id, _ in scored]
+            response["aggregations"] = dsl.aggregate(aggs, matched, index.mappings)
+        return response
 
 
 _SHARDS = {"total": 1, "successful": 1, "skipped": 0, "failed": 0}

@@ -1,0 +1,144 @@
+"""What every benchmark shares: percentiles, progress on stderr, machine facts, JSON and tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import time
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "Progress",
+    "disk_mb",
+    "machine",
+    "percentiles_ms",
+    "print_table",
+    "rss_mb",
+    "run_stamp",
+    "write_json",
+]
+
+
+def percentiles_ms(seconds: Sequence[float]) -> dict[str, float]:
+    """p50 and p95 of durations given in seconds, in milliseconds (rounded to 0.001 ms)."""
+    if not seconds:
+        return {"p50": float("nan"), "p95": float("nan")}
+    values = np.asarray(seconds, dtype=np.float64) * 1000.0
+    return {"p50": round(float(np.percentile(values, 50)), 3), "p95": round(float(np.percentile(values, 95)), 3)}
+
+
+class Progress:
+    """`label: done/total (rate/s, eta)` on stderr, at most a few times a second.
+
+    On a terminal the line is rewritten in place; otherwise (logs, CI) a line is printed at most
+    every `log_every_s` seconds, so long runs show they are alive without flooding the log.
+    """
+
+    def __init__(self, label: str, total: int, unit: str = "items", log_every_s: float = 10.0) -> None:
+        self.label, self.total, self.unit = label, total, unit
+        self.done = 0
+        self._started = time.perf_counter()
+        self._shown = 0.0
+        self._tty = sys.stderr.isatty()
+        self._every = 0.2 if self._tty else log_every_s
+
+    def advance(self, count: int = 1) -> None:
+        self.done += count
+        now = time.perf_counter()
+        if now - self._shown >= self._every or self.done >= self.total:
+            self._shown = now
+            self._show(now)
+
+    def close(self) -> None:
+        self._show(time.perf_counter(), final=True)
+
+    def _show(self, now: float, final: bool = False) -> None:
+        elapsed = max(now - self._started, 1e-9)
+        rate = self.done / elapsed
+        left = (self.total - self.done) / rate if rate > 0 else float("inf")
+        tail = f"{elapsed:.0f}s" if final else f"eta {left:.0f}s"
+        line = f"{self.label}: {self.done}/{self.total} {self.unit} ({rate:.1f}/s, {tail})"
+        if self._tty:
+            sys.stderr.write("\r" + line + ("\n" if final else ""))
+        elif final or self.done < self.total:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+def machine() -> dict[str, Any]:
+    """Cores, memory and versions: numbers only compare on the same machine."""
+    memory_gb = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemTotal:"):
+                    memory_gb = round(int(line.split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    return {
+        "cores": os.cpu_count(),
+        "memory_gb": memory_gb,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+    }
+
+
+def run_stamp() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def rss_mb(peak: bool = False) -> float:
+    """This process's resident memory now (or its peak), in MiB."""
+    key = "VmHWM:" if peak else "VmRSS:"
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith(key):
+                    return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    import resource  # not on Windows; Linux has /proc above anyway
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def disk_mb(database: Path) -> float:
+    """Size of an SQLite file with its -wal and -shm companions, in MiB."""
+    total = 0
+    for suffix in ("", "-wal", "-shm"):
+        path = Path(f"{database}{suffix}")
+        if path.exists():
+            total += path.stat().st_size
+    return round(total / 1024 / 1024, 2)
+
+
+def write_json(path: str | Path, data: dict[str, Any]) -> Path:
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return out
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], file: Any = None) -> None:
+    """A plain aligned text table (stdout by default)."""
+    cells = [[_cell(value) for value in row] for row in rows]
+    widths = [max(len(str(h)), *(len(row[i]) for row in cells)) if cells else len(str(h)) for i, h in enumerate(headers)]
+    out = file or sys.stdout
+    print("  ".join(str(h).ljust(w) for h, w in zip(headers, widths, strict=True)), file=out)
+    print("  ".join("-" * w for w in widths), file=out)
+    for row in cells:
+        print("  ".join(value.ljust(w) for value, w in zip(row, widths, strict=True)), file=out)
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
+    return str(value)

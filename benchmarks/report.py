@@ -1,0 +1,225 @@
+"""Markdown tables and PNG plots from the benchmarks' JSON results.
+
+    python -m benchmarks.report [--locomo FILE.json] [--scale FILE.json] [--ingest FILE.json] [--plots DIR]
+
+Prints the tables `benchmarks/README.md` shows. With `--plots DIR`, also draws
+`locomo_recall.png` (recall@k by category, MemoryScope beside the plain baselines) and
+`scale_latency.png` (latency against store size). Plotting needs matplotlib
+(`pip install matplotlib`); without it the plots are skipped with a message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main"]
+
+_CATEGORIES = (("1", "multi-hop"), ("2", "temporal"), ("3", "open-domain"), ("4", "single-hop"), ("all", "all 1-4"))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    locomo = _load(args.locomo)
+    scale = _load(args.scale)
+    ingest = _load(args.ingest)
+    if locomo:
+        print(locomo_markdown(locomo))
+    if scale:
+        print(scale_markdown(scale))
+    if ingest:
+        print(ingest_markdown(ingest))
+    if args.plots:
+        plt = _pyplot()
+        if plt is None:
+            print("matplotlib is not installed (pip install matplotlib): plots skipped", file=sys.stderr)
+        else:
+            folder = Path(args.plots)
+            folder.mkdir(parents=True, exist_ok=True)
+            if locomo:
+                print(f"wrote {_plot_recall(plt, locomo, folder / 'locomo_recall.png')}", file=sys.stderr)
+            if scale:
+                print(f"wrote {_plot_scale(plt, scale, folder / 'scale_latency.png')}", file=sys.stderr)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.report", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--locomo", help="JSON from benchmarks.locomo_retrieval")
+    parser.add_argument("--scale", help="JSON from benchmarks.scale")
+    parser.add_argument("--ingest", help="JSON from benchmarks.ingest")
+    parser.add_argument("--plots", help="folder for the PNG plots")
+    return parser
+
+
+def _load(path: str | None) -> dict[str, Any] | None:
+    return json.loads(Path(path).read_text(encoding="utf-8")) if path else None
+
+
+def _fmt(value: Any, digits: int = 3) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def locomo_markdown(result: dict[str, Any]) -> str:
+    ks = list(result["recall"])
+    counts = result.get("questions_by_category", {})
+    lines = [
+        f"LoCoMo recall — config `{result['config']}` ({result['embedding_model']}), "
+        f"{result['conversations']} conversations, {result['questions']} questions, {result.get('date', '')}",
+        "",
+        "| category | questions | " + " | ".join(f"recall@{k}" for k in ks) + " |",
+        "|---|---|" + "---|" * len(ks),
+    ]
+    for key, name in _CATEGORIES:
+        count = result["questions"] if key == "all" else counts.get(key, "")
+        lines.append(f"| {key} {name} | {count} | " + " | ".join(_fmt(result["recall"][k][key]) for k in ks) + " |")
+    lines += ["", "| retriever (categories 1-4) | " + " | ".join(f"recall@{k}" for k in ks) + " |", "|---|" + "---|" * len(ks)]
+    lines.append(f"| MemoryScope `{result['config']}` | " + " | ".join(_fmt(result["recall"][k]["all"]) for k in ks) + " |")
+    for name, values in result.get("baselines", {}).items():
+        lines.append(f"| {name}, plain | " + " | ".join(_fmt(values["recall"][k]["all"]) for k in ks) + " |")
+    if result.get("baselines"):
+        lines += ["", "Plain baselines by category (recall@10):", "", "| retriever | 1 | 2 | 3 | 4 |", "|---|---|---|---|---|"]
+        k10 = "10" if "10" in ks else ks[len(ks) // 2]
+        rows = [(f"MemoryScope `{result['config']}`", result["recall"][k10])]
+        rows += [(f"{name}, plain", values["recall"][k10]) for name, values in result["baselines"].items()]
+        for name, row in rows:
+            lines.append(f"| {name} | " + " | ".join(_fmt(row[c]) for c in ("1", "2", "3", "4")) + " |")
+    latency = result["latency_ms"]
+    lines += [
+        "",
+        f"retrieve_memory latency p50 {_fmt(latency['p50'], 1)} ms, p95 {_fmt(latency['p95'], 1)} ms "
+        f"(query embedding included); ingest {_fmt(result['ingest_turns_per_s'], 1)} turns/s through read_message.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _scale_rows(result: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    rows = [(f"{int(size):,}", values) for size, values in result["sizes"].items()]
+    crowd = result.get("crowd")
+    if crowd:
+        rows.append((f"{crowd['user_memories']:,} alone", crowd["alone"]))
+        rows.append((f"{crowd['user_memories']:,} in {crowd['store_total']:,}", crowd["crowded"]))
+    return rows
+
+
+def scale_markdown(result: dict[str, Any]) -> str:
+    lines = [
+        f"Latency by store size — config `{result['config']}`, query embedding excluded, "
+        f"{result.get('queries_per_size', '')} queries per size, {result.get('date', '')}",
+        "",
+        "| user's memories | store total | search p50 | search p95 | retrieve p50 | retrieve p95 | overhead (p50) "
+        "| insert/s | disk MB | RSS MB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for label, v in _scale_rows(result):
+        lines.append(
+            f"| {label} | {v['memories_total']:,} "
+            f"| {_fmt(v['store_search_ms']['p50'], 2)} | {_fmt(v['store_search_ms']['p95'], 2)} "
+            f"| {_fmt(v['retrieve_ms']['p50'], 2)} | {_fmt(v['retrieve_ms']['p95'], 2)} | {_fmt(v['overhead_ratio'], 2)}× "
+            f"| {_fmt(v['insert_per_s'], 0)} | {_fmt(v['disk_mb'], 1)} | {_fmt(v['rss_mb'], 0)} |"
+        )
+    crowd = result.get("crowd")
+    if crowd:
+        lines += ["", f"crowded / alone retrieve p50: {crowd['retrieve_p50_ratio']}×, p95: {crowd['retrieve_p95_ratio']}×"]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def ingest_markdown(result: dict[str, Any]) -> str:
+    return "\n".join(
+        [
+            f"Ingest — config `{result['config']}` ({result['embedding_model']}), {result['turns']} {result['texts']}, "
+            f"batches of {result['batch']}, median of {result['repeats']}, {result.get('date', '')}",
+            "",
+            "| measurement | turns/s |",
+            "|---|---|",
+            f"| read_message, with embedding | {_fmt(result['ingest_turns_per_s'], 1)} |",
+            f"| read_message, embedding excluded | {_fmt(result['ingest_without_embedding_turns_per_s'], 0)} |",
+            f"| embedding model alone, same batches | {_fmt(result['embedding_passages_per_s'], 1)} |",
+            "",
+            f"ratio ingest / bare embedding: {result['ratio']} (target ≥ {result['target_ratio']})",
+            "",
+        ]
+    )
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    return plt
+
+
+def _plot_recall(plt: Any, result: dict[str, Any], path: Path) -> Path:
+    retrievers = [(f"MemoryScope ({result['config']})", result["recall"])]
+    retrievers += [(f"{name} (plain)", values["recall"]) for name, values in result.get("baselines", {}).items()]
+    ks = list(result["recall"])
+    figure, axes = plt.subplots(1, len(ks), figsize=(4.2 * len(ks), 3.8), sharey=True)
+    axes = axes if len(ks) > 1 else [axes]
+    width = 0.8 / len(retrievers)
+    for axis, k in zip(axes, ks, strict=True):
+        for index, (name, recall) in enumerate(retrievers):
+            values = [recall[k][key] or 0.0 for key, _ in _CATEGORIES]
+            positions = [c + (index - (len(retrievers) - 1) / 2) * width for c in range(len(_CATEGORIES))]
+            axis.bar(positions, values, width, label=name)
+        axis.set_xticks(range(len(_CATEGORIES)), [f"{key}\n{name}" for key, name in _CATEGORIES], fontsize=8)
+        axis.set_title(f"recall@{k}")
+        axis.set_ylim(0, 1)
+        axis.grid(axis="y", alpha=0.3)
+    axes[0].set_ylabel("share of evidence turns retrieved")
+    axes[-1].legend(fontsize=8, loc="upper left")
+    figure.suptitle(f"LoCoMo, {result['conversations']} conversations, {result['questions']} questions (categories 1-4)")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+def _plot_scale(plt: Any, result: dict[str, Any], path: Path) -> Path:
+    sizes = sorted(result["sizes"], key=int)
+    x = [int(size) for size in sizes]
+    figure, axis = plt.subplots(figsize=(6.5, 4.2))
+    for key, name, style in (("retrieve_ms", "retrieve_memory", "-o"), ("store_search_ms", "bare store search", "--s")):
+        for percentile, alpha in (("p50", 1.0), ("p95", 0.5)):
+            axis.plot(x, [result["sizes"][s][key][percentile] for s in sizes], style, alpha=alpha, label=f"{name} {percentile}")
+    crowd = result.get("crowd")
+    if crowd:
+        axis.scatter(
+            [crowd["user_memories"]],
+            [crowd["crowded"]["retrieve_ms"]["p50"]],
+            marker="*",
+            s=120,
+            color="black",
+            label=f"1k user in a {crowd['store_total']:,} store, retrieve p50",
+            zorder=5,
+        )
+    axis.axhline(10, color="grey", linewidth=0.8, linestyle=":")
+    axis.axhline(50, color="grey", linewidth=0.8, linestyle=":")
+    axis.set_xscale("log")
+    axis.set_yscale("log")
+    axis.set_xlabel("memories of the user")
+    axis.set_ylabel("ms (query embedding excluded)")
+    axis.set_title(f"Latency against store size, config {result['config']}")
+    axis.grid(alpha=0.3, which="both")
+    axis.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return path
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""Latency and footprint of `retrieve_memory` as the store grows.
+
+    python -m benchmarks.scale --sizes 1000 10000 100000 --out FILE.json [--config NAME|PATH] [--crowd]
+
+Per size: a fresh store of the config's kind holds `size` memories of the measured user plus
+`--background` times as many spread over four other users; synthetic text (a Zipf vocabulary,
+see `_synthetic.py`) and random unit vectors given to `upsert` (nothing is embedded). Then
+`--queries` queries are timed, each both through `retrieve_memory` with a precomputed
+`query_vector` (model time excluded; the text still drives keyword search) and as the bare store
+search(es) the retrieve worker makes (same filter, mode and top_k). Reported: p50/p95 of each,
+their ratio (`overhead_ratio`, from the p50s), insert throughput, disk size, process RSS.
+
+`--crowd`: the same measurement for a 1k-memory user alone in a store, and inside a store of
+`--crowd-total` memories (other users of `--crowd-user-size` memories each), under `"crowd"`.
+Every case runs in its own process (`spawn`) so RSS and caches start clean.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from typing import Any
+
+from benchmarks._common import machine, print_table, run_stamp, write_json
+from benchmarks._scale_case import MEASURED_USER, Case, run_case
+
+__all__ = ["main"]
+
+_BACKGROUND_USERS = 4
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    result: dict[str, Any] = {"config": args.config, "sizes": {}}
+    for size in args.sizes:
+        users = [(MEASURED_USER, size)]
+        others = int(size * args.background)
+        users += [(f"other-{i}", others // _BACKGROUND_USERS) for i in range(_BACKGROUND_USERS) if others // _BACKGROUND_USERS]
+        result["sizes"][str(size)] = _isolated(Case(f"size {size}", args.config, tuple(users), args.queries, args.seed))
+    if args.crowd:
+        alone = _isolated(Case("crowd: alone", args.config, ((MEASURED_USER, args.crowd_user_size),), args.queries, args.seed))
+        crowd_users = [(MEASURED_USER, args.crowd_user_size)]
+        left, index = args.crowd_total - args.crowd_user_size, 0
+        while left > 0:
+            crowd_users.append((f"crowd-{index}", min(args.crowd_user_size, left)))
+            left -= crowd_users[-1][1]
+            index += 1
+        crowded = _isolated(Case("crowd: crowded", args.config, tuple(crowd_users), args.queries, args.seed))
+        result["crowd"] = {
+            "user_memories": args.crowd_user_size,
+            "store_total": args.crowd_total,
+            "alone": alone,
+            "crowded": crowded,
+            "retrieve_p50_ratio": _ratio(crowded["retrieve_ms"]["p50"], alone["retrieve_ms"]["p50"]),
+            "retrieve_p95_ratio": _ratio(crowded["retrieve_ms"]["p95"], alone["retrieve_ms"]["p95"]),
+        }
+    result["queries_per_size"] = args.queries
+    result["background_share"] = args.background
+    result["date"] = run_stamp()
+    result["machine"] = machine()
+    write_json(args.out, result)
+    _print_summary(result)
+    print(f"wrote {args.out}", file=sys.stderr)
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.scale", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000], help="memories of the measured user")
+    parser.add_argument("--out", required=True, help="where to write the JSON result")
+    parser.add_argument("--config", default="default", help="config name or YAML path (default: default)")
+    parser.add_argument("--queries", type=int, default=200, help="timed queries per case (after 5 warm-up queries)")
+    parser.add_argument("--background", type=float, default=0.25, help="other users' memories, as a share of size")
+    parser.add_argument("--crowd", action="store_true", help="also measure a small user alone vs inside a big store")
+    parser.add_argument("--crowd-total", type=int, default=1_000_000, help="memories in the crowded store")
+    parser.add_argument("--crowd-user-size", type=int, default=1000, help="memories of each user in the crowd case")
+    parser.add_argument("--seed", type=int, default=0)
+    return parser
+
+
+def _isolated(case: Case) -> dict[str, Any]:
+    """`run_case(case)` in a fresh interpreter."""
+    with ProcessPoolExecutor(max_workers=1, mp_context=get_context("spawn")) as pool:
+        return pool.submit(run_case, case).result()
+
+
+def _ratio(a: float, b: float) -> float | None:
+    return round(a / b, 3) if b else None
+
+
+def _print_summary(result: dict[str, Any]) -> None:
+    print(f"\nretrieve_memory latency by store size — config {result['config']} (query embedding excluded)")
+    rows = []
+    cases = [(size, values) for size, values in result["sizes"].items()]
+    if "crowd" in result:
+        crowd = result["crowd"]
+        cases += [("1k alone", crowd["alone"]), (f"1k in {crowd['store_total']}", crowd["crowded"])]
+    for label, values in cases:
+        rows.append(
+            [
+                label,
+                values["memories_total"],
+                values["store_search_ms"]["p50"],
+                values["store_search_ms"]["p95"],
+                values["retrieve_ms"]["p50"],
+                values["retrieve_ms"]["p95"],
+                values["overhead_ratio"],
+                values["insert_per_s"],
+                values["disk_mb"],
+                values["rss_mb"],
+            ]
+        )
+    headers = [
+        "user size",
+        "store total",
+        "search p50",
+        "search p95",
+        "retrieve p50",
+        "retrieve p95",
+        "ratio",
+        "insert/s",
+        "disk MB",
+        "RSS MB",
+    ]
+    print_table(headers, rows)
+    if "crowd" in result:
+        crowd = result["crowd"]
+        print(f"crowded/alone retrieve p50 ratio {crowd['retrieve_p50_ratio']}, p95 ratio {crowd['retrieve_p95_ratio']}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,299 @@
+"""`memoryscope chat`: an interactive chat with memory, with a slash command for every operation.
+
+A plain `input()` loop, so it works on a terminal and with a pipe (`printf '/list_memory\\n' |
+memoryscope chat`). Lines without a leading slash are chat messages; replies stream as they
+come. Commands:
+
+- conversation: `/help`, `/history [n]`, `/pop [n]` (undo the last n turns), `/retry`, `/exit`
+  (or Ctrl-D);
+- every operation of the chat's service by name: `/list_memory`, `/add_memory TEXT`,
+  `/delete_memory ID [ID ...]`, `/delete_all` (asks first unless `-y`), `/retrieve_memory QUERY`,
+  `/consolidate_memory`, `/reflect_and_reconsolidate`, ... An operation's argument is its query.
+
+An error prints one line and the chat goes on; an unknown command names the closest one.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TextIO
+
+from memoryscope.chat.api_memory_chat import ApiMemoryChat
+from memoryscope.context import Message
+from memoryscope.errors import MemoryScopeError, closest
+
+__all__ = ["run_chat", "ChatRepl"]
+
+logger = logging.getLogger("memoryscope.cli")
+
+_YES = frozenset({"y", "yes"})
+
+
+@dataclass(frozen=True)
+class _Command:
+    usage: str
+    description: str
+    run: Callable[[str], bool]  # the argument text → keep going?
+
+
+class ChatRepl:
+    """The read-eval-print loop over one chat; `read_line(prompt)` raises EOFError at the end."""
+
+    def __init__(
+        self,
+        chat: ApiMemoryChat,
+        *,
+        out: TextIO,
+        read_line: Callable[[str], str],
+        interactive: bool = False,
+        stream: bool = True,
+        assume_yes: bool = False,
+    ) -> None:
+        self.chat = chat
+        self.out = out
+        self.read_line = read_line
+        self.interactive = interactive
+        self.stream = stream
+        self.assume_yes = assume_yes
+        self.commands = self._conversation_commands()
+        for name, operation in chat.service.operations.items():
+            if name not in self.commands:
+                usage = _USAGES.get(name, f"/{name} [QUERY]")
+                self.commands[name] = _Command(usage, operation.description, self._operation(name))
+
+    def run(self) -> int:
+        """Read lines until `/exit` or the end of input; returns the exit status (0)."""
+        while True:
+            try:
+                line = self.read_line(f"{self.chat.user_name}> " if self.interactive else "")
+            except EOFError:
+                if self.interactive:
+                    self.say("")
+                return 0
+            except KeyboardInterrupt:
+                self.say("\n(interrupted: /exit or Ctrl-D leaves)")
+                continue
+            try:
+                if not self.handle(line.strip()):
+                    return 0
+            except KeyboardInterrupt:
+                self.say("\n(interrupted)")
+            except EOFError:  # the input ended inside a command (a confirmation)
+                return 0
+
+    def handle(self, line: str) -> bool:
+        """Run one line; False when the chat should end."""
+        if not line:
+            return True
+        try:
+            if not line.startswith("/"):
+                self._reply(lambda stream: self.chat.chat_with_memory(line, stream=stream))
+                return True
+            name, _, argument = line[1:].partition(" ")
+            command = self.commands.get(name)
+            if command is None:
+                close = closest(name, self.commands)
+                hint = f" Did you mean /{close}?" if close else ""
+                self.say(f"unknown command /{name}.{hint} /help lists the commands.")
+                return True
+            return command.run(argument.strip())
+        except MemoryScopeError as error:
+            self.say(f"error: {_one_line(error)}")
+        except Exception as error:  # the chat must survive whatever one command does
+            logger.debug("command failed", exc_info=error)
+            self.say(f"error: {type(error).__name__}: {_one_line(error)}")
+        return True
+
+    def say(self, text: str = "", end: str = "\n") -> None:
+        self.out.write(text + end)
+        self.out.flush()
+
+    # -- conversation commands ---------------------------------------------------------------
+
+    def _conversation_commands(self) -> dict[str, _Command]:
+        return {
+            "help": _Command("/help", "list the commands", self._help),
+            "history": _Command("/history [n]", "show the last n turns (all by default)", self._history),
+            "pop": _Command("/pop [n]", "undo the last n turns (default 1) and forget their messages", self._pop),
+            "retry": _Command("/retry", "ask the last message again", self._retry),
+            "exit": _Command("/exit", "leave (Ctrl-D too)", lambda _: False),
+        }
+
+    def _help(self, _: str) -> bool:
+        self.say("Type a message to chat. Commands:")
+        width = max(len(command.usage) for command in self.commands.values())
+        for command in self.commands.values():
+            self.say(f"  {command.usage.ljust(width)}  {command.description}".rstrip())
+        return True
+
+    def _history(self, argument: str) -> bool:
+        count = _count(argument, default=len(self.chat.turns))
+        turns = self.chat.turns[-count:] if count else []
+        if not turns:
+            self.say("(no turns yet)")
+        for turn in turns:
+            self.say(f"{self.chat.user_name}: {turn.query}")
+            self.say(f"{self._assistant}: {turn.reply}")
+        return True
+
+    def _pop(self, argument: str) -> bool:
+        removed = self.chat.pop_turns(_count(argument, default=1))
+        forgotten = sum(len(turn.stored_ids) for turn in removed)
+        turns = "turn" if len(removed) == 1 else "turns"
+        self.say(f"removed {len(removed)} {turns}" + (f", forgot {forgotten} stored message(s)" if forgotten else ""))
+        return True
+
+    def _retry(self, _: str) -> bool:
+        if not self._reply(lambda stream: self.chat.retry(stream=stream)):
+            self.say("nothing to retry")
+        return True
+
+    # -- operations --------------------------------------------------------------------------
+
+    def _operation(self, name: str) -> Callable[[str], bool]:
+        def run(argument: str) -> bool:
+            inputs = self._inputs(name, argument)
+            if inputs is None:
+                return True
+            self.say(self.chat.run_service_operation(name, **inputs))
+            return True
+
+        return run
+
+    def _inputs(self, name: str, argument: str) -> dict[str, Any] | None:
+        """The operation's inputs from the text after its name; None (after a message) to skip it."""
+        now = datetime.now(self.chat.scope.config.settings.tzinfo)
+        if name == "add_memory":
+            if not argument:
+                self._usage(name)
+                return None
+            return {"new_memories": (argument,), "query_time": now}
+        if name == "delete_memory":
+            if not argument:
+                self._usage(name)
+                return None
+            return {"memory_ids": tuple(argument.replace(",", " ").split())}
+        if name == "delete_all":
+            if argument not in ("", "-y", "--yes"):
+                self._usage(name)
+                return None
+            if not (argument or self.assume_yes or self._confirm(f"delete ALL memories of {self.chat.user_name}?")):
+                self.say("cancelled")
+                return None
+            return {}
+        if name == "retrieve_memory" and not argument:
+            self._usage(name)
+            return None
+        if name == "read_message":
+            if not argument:
+                self._usage(name)
+                return None
+            return {"messages": (Message("user", argument, now, name=self.chat.user_name),)}
+        return {"query": argument, "query_time": now} if argument else {"query_time": now}
+
+    def _usage(self, name: str) -> None:
+        self.say(f"usage: {self.commands[name].usage}")
+
+    def _confirm(self, question: str) -> bool:
+        answer = self.read_line(f"{question} [y/N] ")
+        if not self.interactive:
+            self.say(f"{question} [y/N] {answer.strip()}")
+        return answer.strip().lower() in _YES
+
+    # -- replies -----------------------------------------------------------------------------
+
+    @property
+    def _assistant(self) -> str:
+        return self.chat.service.params.assistant_name
+
+    def _reply(self, ask: Callable[[bool], Any]) -> bool:
+        """Print the reply as it comes; False when there was nothing to ask."""
+        answer = ask(self.stream)
+        if answer is None:
+            return False
+        self.say(f"{self._assistant}: ", end="")
+        if not self.stream:
+            self.say(answer.message.content)
+            return True
+        for piece in answer:
+            self.say(piece.meta_data["delta"], end="")
+        self.say()
+        return True
+
+
+_USAGES = {
+    "add_memory": "/add_memory TEXT",
+    "delete_memory": "/delete_memory ID [ID ...]",
+    "delete_all": "/delete_all [-y]",
+    "retrieve_memory": "/retrieve_memory QUERY",
+    "read_message": "/read_message TEXT",
+    "list_memory": "/list_memory",
+    "consolidate_memory": "/consolidate_memory",
+    "reflect_and_reconsolidate": "/reflect_and_reconsolidate",
+}
+
+
+def run_chat(
+    config: str,
+    user: str | None = None,
+    *,
+    stream: bool = True,
+    assume_yes: bool = False,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+) -> int:
+    """Open the config's memory chat and run the loop on `stdin`/`stdout` (default: the process's)."""
+    from memoryscope.app import MemoryScope
+
+    stdin = stdin or sys.stdin
+    out = stdout or sys.stdout
+    interactive = stdin.isatty() and out.isatty()
+
+    def read_line(prompt: str) -> str:
+        if stdin is sys.stdin:
+            return input(prompt)  # line editing on a terminal
+        out.write(prompt)
+        out.flush()
+        line = stdin.readline()
+        if not line:
+            raise EOFError
+        return line.rstrip("\n")
+
+    with MemoryScope(config) as scope:
+        chat = scope.default_memory_chat
+        if not isinstance(chat, ApiMemoryChat):
+            raise MemoryScopeError(f"memory_chat: `memoryscope chat` needs an api_memory_chat, got {type(chat).__name__}")
+        if user:
+            chat = chat.for_user(user)
+        for notice in scope.notices:
+            out.write(f"note: {notice}\n")
+        out.write(f"MemoryScope chat with {chat.user_name}'s memories ({scope.config.source}).")
+        out.write(" /help lists the commands, /exit leaves.\n")
+        repl = ChatRepl(chat, out=out, read_line=read_line, interactive=interactive, stream=stream, assume_yes=assume_yes)
+        status = repl.run()
+        running = chat.service.scheduler.status().running
+        if running:
+            names = ", ".join(sorted({item.operation for item in running}))
+            out.write(f"finishing background memory work ({names}) ...\n")
+            out.flush()
+    return status
+
+
+def _count(argument: str, default: int) -> int:
+    if not argument:
+        return default
+    try:
+        value = int(argument)
+    except ValueError:
+        raise MemoryScopeError(f"expected a number, got {argument!r}") from None
+    if value < 0:
+        raise MemoryScopeError(f"expected a number of turns (0 or more), got {value}")
+    return value
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())

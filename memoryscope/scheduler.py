@@ -1,0 +1,534 @@
+"""The background scheduler of one memory service: runs backend operations when their triggers fire.
+
+Triggers come from each backend operation's config:
+
+- `trigger_messages: N` — the user has N or more pending messages (conversation memories not
+  yet consolidated, `reflected=False`);
+- `trigger_observations: N` — N or more valid observations not yet reflected on;
+- `interval_time: S` — every S seconds, for each user this scheduler has seen.
+
+A count trigger fires when its count is at or over the threshold *and* there is news since the
+operation last ran for that user: messages were stored here (`notify`), another backend
+operation finished for the user, or the count changed (a write from another process). So a run
+that could not use its input (a failing model, no LLM) is not repeated until something new
+arrives: a trigger never spins.
+
+When triggers are checked: after messages are stored (the service calls `notify(user)`), after a
+backend operation finishes, and on a timer every `check_interval_s` seconds for every user seen
+since start (this picks up writes made by other processes).
+
+One backend operation per user at a time: scheduled runs and on-demand runs (`run_now`) take the
+same per-user lock. A user is queued at most once; a trigger for a user who is already queued
+or running asks for one more check when the current work ends (coalesced, never queued twice).
+Jobs run on a pool of `threads` threads, so different users' operations run side by side.
+
+`close(timeout)` stops the timer, drops queued checks and waits up to `timeout` seconds for
+running operations. One still running then is abandoned: its context is told to stop, so the
+runner ends it after the current step and runs no later step. Backend workflows write once, at
+their end, in one atomic store write — an abandoned run therefore writes nothing, and its input
+is still pending for the next start. Errors in a background run never stop the scheduler: they
+are logged and kept in `status()`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from memoryscope.context import MemoryContext
+from memoryscope.errors import MemoryScopeError
+from memoryscope.memory import MemoryStatus, MemoryType, utc_now
+from memoryscope.stores.base import MemoryFilter, MemoryStore
+
+if TYPE_CHECKING:
+    from memoryscope.service import Operation
+    from memoryscope.workflow import RunResult
+
+__all__ = ["Scheduler", "SchedulerStatus", "RunRecord", "RunningOperation", "Triggers"]
+
+logger = logging.getLogger("memoryscope.scheduler")
+
+ABANDONED = "abandoned: the scheduler was stopped before the operation finished"
+_CHECK = "trigger check"  # the operation name under which a failed check is recorded
+
+
+@dataclass(frozen=True)
+class Triggers:
+    """When the scheduler runs one backend operation (all None: on demand only)."""
+
+    messages: int | None = None
+    observations: int | None = None
+    interval_s: float | None = None
+
+    @classmethod
+    def of(cls, operation: Operation) -> Triggers:
+        params = operation.params
+        return cls(
+            getattr(params, "trigger_messages", None),
+            getattr(params, "trigger_observations", None),
+            getattr(params, "interval_time", None),
+        )
+
+    @property
+    def counted(self) -> bool:
+        return self.messages is not None or self.observations is not None
+
+    def __bool__(self) -> bool:
+        return self.counted or self.interval_s is not None
+
+
+@dataclass(frozen=True)
+class RunningOperation:
+    user_name: str
+    operation: str
+    trigger: str  # why it runs: "5 pending messages (trigger_messages: 5)", "on demand", ...
+    started_at: datetime
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One finished run of a backend operation."""
+
+    user_name: str
+    operation: str
+    trigger: str
+    started_at: datetime
+    seconds: float
+    result: str  # the operation's readable result ("" when it failed)
+    error: str = ""  # "" when the run succeeded
+    abandoned: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and not self.abandoned
+
+
+@dataclass(frozen=True)
+class SchedulerStatus:
+    """A snapshot: what runs now, what waits, and how the last runs went, per (user, operation)."""
+
+    enabled: bool
+    started: bool
+    closed: bool
+    running: tuple[RunningOperation, ...]
+    waiting: tuple[str, ...]  # users queued for a trigger check
+    last_runs: Mapping[tuple[str, str], RunRecord]
+    last_errors: Mapping[tuple[str, str], RunRecord]  # the latest failed run, kept after later successes
+    runs: int
+    errors: int
+
+    def last_error(self, user_name: str, operation: str) -> str:
+        record = self.last_errors.get((user_name, operation))
+        return record.error if record is not None else ""
+
+
+@dataclass
+class _Track:
+    """What the scheduler knows about one (user, operation)."""
+
+    news: bool = True  # something happened since the last run (never run counts as news)
+    settled: dict[str, int] = field(default_factory=dict)  # trigger kind → count when it last ran
+    interval_due: bool = False  # the timer says the interval has passed
+    next_interval: float | None = None  # monotonic time the interval passes next
+
+
+@dataclass
+class _Running:
+    info: RunningOperation
+    context: MemoryContext
+    abandoned: bool = False
+
+
+class Scheduler:
+    """Runs the backend operations of one service in the background. See the module docstring."""
+
+    def __init__(
+        self,
+        service_name: str,
+        operations: Mapping[str, Operation],
+        store: MemoryStore | None,
+        *,
+        enabled: bool = True,
+        threads: int = 2,
+        check_interval_s: float = 30.0,
+        shutdown_timeout_s: float = 30.0,
+    ) -> None:
+        if threads < 1:
+            raise MemoryScopeError(f"scheduler of service {service_name!r}: threads must be at least 1, got {threads}")
+        self.service_name = service_name
+        self.enabled = enabled
+        self.threads = threads
+        self.check_interval_s = check_interval_s
+        self.shutdown_timeout_s = shutdown_timeout_s
+        self._store = store
+        self._clock = time.monotonic
+        self._triggered: dict[str, tuple[Operation, Triggers]] = {
+            name: (op, Triggers.of(op)) for name, op in operations.items() if op.backend and Triggers.of(op)
+        }
+        self._state = threading.Condition()  # guards every field below
+        self._users: dict[str, threading.Lock] = {}  # users seen → their one-backend-operation lock
+        self._tracks: dict[tuple[str, str], _Track] = {}
+        self._queued: set[str] = set()  # users with a job submitted and not finished
+        self._active: set[str] = set()  # users whose job a pool thread is running
+        self._recheck: set[str] = set()  # users told about news while queued
+        self._running: dict[str, _Running] = {}
+        self._last_runs: dict[tuple[str, str], RunRecord] = {}
+        self._last_errors: dict[tuple[str, str], RunRecord] = {}
+        self._runs = 0
+        self._errors = 0
+        self._executor: ThreadPoolExecutor | None = None
+        self._timer: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._started = False
+        self._closing = False
+        self._closed = False
+
+    # -- public ------------------------------------------------------------------------------
+
+    @property
+    def operations(self) -> list[str]:
+        """The operations this scheduler runs by trigger."""
+        return list(self._triggered)
+
+    def start(self) -> None:
+        """Begin running triggered operations (no-op when disabled, started or closed)."""
+        with self._state:
+            if not self.enabled or self._started or self._closing or not self._triggered:
+                return
+            self._started = True
+            self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix=f"memoryscope-scheduler-{self.service_name}")
+            self._timer = threading.Thread(target=self._tick, name=f"memoryscope-timer-{self.service_name}", daemon=True)
+        self._timer.start()
+
+    def notify(self, user_name: str) -> None:
+        """News for `user_name` (new messages, say): check their triggers soon, off this thread."""
+        with self._state:
+            self._know(user_name)
+            for name in self._triggered:
+                self._track(user_name, name).news = True
+        self._submit(user_name)
+
+    def check(self, user_name: str | None = None) -> None:
+        """Check triggers now, without news: for one user, or for every user seen."""
+        users = [user_name] if user_name is not None else self.users()
+        for user in users:
+            with self._state:
+                self._know(user)
+            self._submit(user)
+
+    def users(self) -> list[str]:
+        with self._state:
+            return list(self._users)
+
+    def run_now(self, operation: Operation, context: MemoryContext, trigger: str = "on demand") -> RunResult:
+        """Run `operation` on `context` on this thread, as the user's one backend operation.
+
+        Waits for a run already going for the user. Recorded in `status()`; errors are re-raised.
+        """
+        user = context.user_name
+        with self._state:
+            if self._closing:
+                raise MemoryScopeError(f"the scheduler of service {self.service_name!r} is stopped")
+            lock = self._know(user)
+        with lock:
+            counts = self._counts(operation.name, user)
+            result = self._run(operation, context, trigger, counts, reraise=True)
+        self._submit(user)  # what this run wrote may fire another operation (observations → reflection)
+        if result is None:  # the scheduler stopped while this call waited for the user's lock
+            raise MemoryScopeError(ABANDONED)
+        return result
+
+    def status(self) -> SchedulerStatus:
+        with self._state:
+            return SchedulerStatus(
+                enabled=self.enabled,
+                started=self._started,
+                closed=self._closed,
+                running=tuple(running.info for running in self._running.values()),
+                waiting=tuple(sorted(self._queued - set(self._running))),
+                last_runs=dict(self._last_runs),
+                last_errors=dict(self._last_errors),
+                runs=self._runs,
+                errors=self._errors,
+            )
+
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until no check is queued and no operation runs; False if `timeout` passed first."""
+        with self._state:
+            return self._state.wait_for(lambda: not self._queued and not self._running and not self._active, timeout)
+
+    def close(self, timeout: float | None = None) -> bool:
+        """Stop; wait up to `timeout` seconds (default `shutdown_timeout_s`) for running operations.
+
+        Returns True when nothing was left running, False when some run was abandoned.
+        """
+        timeout = self.shutdown_timeout_s if timeout is None else timeout
+        with self._state:
+            if self._closed:
+                return not self._running
+            self._closing = True
+            self._recheck.clear()
+        self._wake.set()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+        deadline = self._clock() + max(timeout, 0.0)
+        if self._timer is not None:
+            self._timer.join(max(deadline - self._clock(), 0.0))
+        with self._state:
+            self._state.wait_for(lambda: not self._running and not self._active, max(deadline - self._clock(), 0.0))
+            left = list(self._running.values())
+            for running in left:
+                running.abandoned = True
+                running.context.stop(ABANDONED)
+            self._queued &= self._active  # the jobs that never started were cancelled with the pool
+            self._closed = True
+            self._state.notify_all()
+        for running in left:
+            logger.warning(
+                "service %s: %s for user %r did not finish within %.1fs; abandoned, nothing of it is written",
+                self.service_name,
+                running.info.operation,
+                running.info.user_name,
+                timeout,
+            )
+        return not left
+
+    # -- triggers ----------------------------------------------------------------------------
+
+    def _know(self, user: str) -> threading.Lock:
+        """The user's lock; registers the user (and starts their interval clocks). Holds `_state`."""
+        lock = self._users.get(user)
+        if lock is not None:
+            return lock
+        lock = self._users[user] = threading.Lock()
+        now = self._clock()
+        for name, (_, triggers) in self._triggered.items():
+            track = self._tracks[(user, name)] = _Track()
+            if triggers.interval_s is not None:
+                track.next_interval = now + triggers.interval_s
+                self._wake.set()  # the timer may sleep past this user's first interval
+        return lock
+
+    def _track(self, user: str, name: str) -> _Track:
+        return self._tracks.setdefault((user, name), _Track())
+
+    def _count(self, kind: str, user: str) -> int | None:
+        """Pending messages or unreflected observations of the user (in the default target and workspace)."""
+        if self._store is None:
+            return None
+        if kind == "messages":
+            memory_filter = MemoryFilter(
+                user_name=user, target_name="", workspace="", memory_types=(MemoryType.CONVERSATION,), reflected=False
+            )
+        else:
+            memory_filter = MemoryFilter(
+                user_name=user,
+                target_name="",
+                workspace="",
+                memory_types=(MemoryType.OBSERVATION,),
+                status=MemoryStatus.VALID,
+                reflected=False,
+            )
+        return self._store.count(memory_filter)
+
+    def _counts(self, name: str, user: str) -> dict[str, int]:
+        entry = self._triggered.get(name)
+        if entry is None:
+            return {}
+        triggers = entry[1]
+        counts: dict[str, int] = {}
+        for kind, threshold in (("messages", triggers.messages), ("observations", triggers.observations)):
+            if threshold is not None and (count := self._count(kind, user)) is not None:
+                counts[kind] = count
+        return counts
+
+    def _due(self, user: str) -> tuple[Operation, str, dict[str, int]] | None:
+        """The first operation (in config order) whose trigger fires for `user`, why, and its counts."""
+        for name, (operation, triggers) in self._triggered.items():
+            counts = self._counts(name, user)
+            with self._state:
+                track = self._track(user, name)
+                news, settled, interval_due = track.news, dict(track.settled), track.interval_due
+            for kind, threshold in (("messages", triggers.messages), ("observations", triggers.observations)):
+                count = counts.get(kind)
+                if threshold is None or count is None or count < threshold:
+                    continue
+                if news or settled.get(kind) != count:
+                    noun = "pending messages" if kind == "messages" else "unreflected observations"
+                    return operation, f"{count} {noun} (trigger_{kind}: {threshold})", counts
+            if interval_due:
+                return operation, f"interval_time: {triggers.interval_s:g}s", counts
+        return None
+
+    # -- jobs --------------------------------------------------------------------------------
+
+    def _submit(self, user: str) -> None:
+        with self._state:
+            if not self._started or self._closing or self._executor is None:
+                return
+            if user in self._queued:
+                self._recheck.add(user)  # coalesced: the running job checks once more before it ends
+                return
+            self._queued.add(user)
+            try:
+                self._executor.submit(self._drain, user)
+            except RuntimeError:  # the pool shut down between the check above and here
+                self._queued.discard(user)
+
+    def _drain(self, user: str) -> None:
+        """Run every operation due for `user`, one after the other, until none is due."""
+        with self._state:
+            self._active.add(user)
+        try:
+            while True:
+                with self._state:
+                    self._recheck.discard(user)
+                    if self._closing:
+                        return
+                try:
+                    due = self._due(user)
+                except Exception as error:  # a store failure must not kill the scheduler thread
+                    if not self._closing:
+                        self._record_check_failure(user, error)
+                    return
+                if due is None:
+                    with self._state:
+                        if user in self._recheck and not self._closing:
+                            continue
+                        return
+                operation, trigger, counts = due
+                with self._users[user]:
+                    if self._closing:
+                        return
+                    self._run(operation, MemoryContext(user_name=user), trigger, counts, reraise=False)
+        finally:
+            with self._state:
+                self._active.discard(user)
+                self._queued.discard(user)
+                self._state.notify_all()
+
+    def _run(
+        self, operation: Operation, context: MemoryContext, trigger: str, counts: dict[str, int], *, reraise: bool
+    ) -> RunResult | None:
+        """One run under the user's lock: bookkeeping before and after, errors recorded."""
+        user, name = context.user_name, operation.name
+        info = RunningOperation(user, name, trigger, utc_now())
+        running = _Running(info, context)
+        with self._state:
+            if self._closing:
+                return None
+            track = self._track(user, name)
+            track.news, track.settled, track.interval_due = False, dict(counts), False
+            entry = self._triggered.get(name)
+            if entry is not None and entry[1].interval_s is not None:
+                track.next_interval = self._clock() + entry[1].interval_s
+            self._running[user] = running
+        started = time.perf_counter()
+        result: RunResult | None = None
+        error: BaseException | None = None
+        try:
+            result = operation.runner.run(context)
+        except Exception as failure:  # any failure of a run is recorded, and never escapes a pool thread
+            error = failure
+            if reraise:
+                raise
+        finally:
+            self._finish(running, result, error, time.perf_counter() - started)
+        return result
+
+    def _finish(self, running: _Running, result: RunResult | None, error: BaseException | None, seconds: float) -> None:
+        info = running.info
+        record = RunRecord(
+            user_name=info.user_name,
+            operation=info.operation,
+            trigger=info.trigger,
+            started_at=info.started_at,
+            seconds=seconds,
+            result=_readable(result) if result is not None else "",
+            error=f"{type(error).__name__}: {error}" if error is not None else "",
+            abandoned=running.abandoned,
+        )
+        key = (info.user_name, info.operation)
+        with self._state:
+            self._running.pop(info.user_name, None)
+            self._last_runs[key] = record
+            self._runs += 1
+            if error is not None:
+                self._errors += 1
+                self._last_errors[key] = record
+            elif result is not None and not running.abandoned:
+                # its writes are news for the user's other observation-triggered operations
+                for name, (_, triggers) in self._triggered.items():
+                    if name != info.operation and triggers.observations is not None:
+                        self._track(info.user_name, name).news = True
+            self._state.notify_all()
+        if error is not None:
+            logger.error(
+                "service %s: %s for user %r (%s) failed: %s",
+                self.service_name,
+                info.operation,
+                info.user_name,
+                info.trigger,
+                record.error,
+            )
+            logger.debug("traceback of the failed run", exc_info=error)
+        elif result is not None:
+            logger.info(
+                "service %s: %s for user %r (%s): %s",
+                self.service_name,
+                info.operation,
+                info.user_name,
+                info.trigger,
+                record.result,
+            )
+
+    def _record_check_failure(self, user: str, error: Exception) -> None:
+        record = RunRecord(user, _CHECK, "trigger check", utc_now(), 0.0, "", f"{type(error).__name__}: {error}")
+        with self._state:
+            self._last_errors[(user, _CHECK)] = record
+            self._errors += 1
+        logger.error("service %s: checking triggers for user %r failed: %s", self.service_name, user, record.error)
+
+    # -- timer -------------------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        """The timer thread: due intervals, and a sweep over all known users every `check_interval_s`."""
+        next_sweep = self._clock() + self.check_interval_s
+        while True:
+            with self._state:
+                if self._closing:
+                    return
+                deadlines = [t.next_interval for t in self._tracks.values() if t.next_interval is not None]
+            wait = min([next_sweep, *deadlines]) - self._clock()
+            if wait > 0 and self._wake.wait(wait):
+                self._wake.clear()
+                continue  # woken: closing, or a new deadline to sleep towards
+            now = self._clock()
+            users: set[str] = set()
+            with self._state:
+                if self._closing:
+                    return
+                for (user, name), track in self._tracks.items():
+                    if track.next_interval is not None and track.next_interval <= now:
+                        track.interval_due = True
+                        track.next_interval = now + (self._triggered[name][1].interval_s or 0.0)
+                        users.add(user)
+                if now >= next_sweep:
+                    users.update(self._users)
+                    next_sweep = now + self.check_interval_s
+            for user in users:
+                self._submit(user)
+
+
+def _readable(result: RunResult) -> str:
+    """A one-line account of a run: its result, why it stopped, what it skipped."""
+    text = result.context.result or (f"stopped: {result.stopped}" if result.stopped else "done")
+    if result.skipped:
+        text += f" (skipped: {', '.join(result.skipped)})"
+    return text

@@ -1,0 +1,142 @@
+"""What the reflection workers share: insight keys and ids, how an insight reads, prompt budgets.
+
+An insight is one profile attribute of the person memories are about: `key` is the attribute
+("hobby", "爱好"), `value` its value ("playing the guitar"), and `content` the readable line
+("user's hobby: playing the guitar", "用户的爱好：弹吉他"). Keys compare case- and
+space-insensitively, and a new insight's id is derived from the isolation key and its key, so
+reflecting twice on the same facts (after a crash, say) rewrites one node instead of adding two.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+from memoryscope.context import MemoryContext
+from memoryscope.errors import ConfigError
+from memoryscope.models.base import GenerationModel
+from memoryscope.models.token_count import count_tokens
+
+__all__ = [
+    "normalize_key",
+    "insight_id",
+    "render_insight",
+    "render_subject",
+    "person",
+    "is_unknown",
+    "normalize_value",
+    "clean_value",
+    "first_json",
+    "fit_in_budget",
+    "require_model",
+]
+
+_ID_NAMESPACE = uuid.UUID("6f1c1f0e-9b1a-4d51-9a57-3c2f1e0b7a10")  # fixed: ids must not change between versions
+_EDGE_MARKS = " \t\r\n\"'`“”‘’<>《》「」【】[]()（）*-•·.,;:。，；：、!?！？"
+_UNKNOWN = frozenset(
+    {
+        "",
+        "unknown",
+        "none",
+        "null",
+        "n/a",
+        "na",
+        "nil",
+        "not mentioned",
+        "not known",
+        "no information",
+        "unclear",
+        "无",
+        "未知",
+        "不详",
+        "不知道",
+        "没有",
+        "无信息",
+        "未提及",
+        "暂无",
+    }
+)
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+_OPENING = re.compile(r"[\[{]")
+_DECODER = json.JSONDecoder()
+_INSIGHT_FORMAT = {"en": "{person}'s {key}: {value}", "zh": "{person}的{key}：{value}"}
+_SUBJECT_FORMAT = {"en": "{person}'s {key}", "zh": "{person}的{key}"}
+
+
+def normalize_key(key: str) -> str:
+    """The form keys are compared in: case-folded, without spaces and edge punctuation."""
+    return "".join(key.strip(_EDGE_MARKS).casefold().split())
+
+
+def insight_id(user_name: str, target_name: str, workspace: str, key: str) -> str:
+    """A stable memory_id for the insight `key` of one user/target/workspace."""
+    name = "\x1f".join(("insight", user_name, target_name, workspace, normalize_key(key)))
+    return uuid.uuid5(_ID_NAMESPACE, name).hex
+
+
+def person(ctx: MemoryContext) -> str:
+    """Whom the memories are about: the target when there is one, else the user."""
+    return ctx.target_name or ctx.user_name
+
+
+def render_insight(who: str, key: str, value: str, language: str) -> str:
+    """`user's hobby: playing the guitar` / `用户的爱好：弹吉他`."""
+    return _INSIGHT_FORMAT.get(language, _INSIGHT_FORMAT["en"]).format(person=who, key=key, value=value)
+
+
+def render_subject(who: str, key: str, language: str) -> str:
+    """`user's hobby` / `用户的爱好`: the text an attribute is matched by."""
+    return _SUBJECT_FORMAT.get(language, _SUBJECT_FORMAT["en"]).format(person=who, key=key)
+
+
+def clean_value(text: str) -> str:
+    """A value as the model wrote it, without quotes, brackets, bullets and a final full stop."""
+    value = " ".join(str(text).split())
+    return value.strip(" \"'`“”‘’<>《》「」*•").rstrip("。.").strip()
+
+
+def is_unknown(value: str) -> bool:
+    """True for "unknown", "none", "无", "未知", empty and the like: the model found no value."""
+    normalized = normalize_value(value)
+    return normalized in _UNKNOWN or normalized.replace(" ", "") in _UNKNOWN
+
+
+def normalize_value(value: str) -> str:
+    return " ".join(value.strip(_EDGE_MARKS).casefold().split())
+
+
+def first_json(text: str) -> Any | None:
+    """The first JSON array or object in `text` (code fences first, then the whole text), or None.
+
+    Unlike `memoryscope.llm_output.extract_json`, which looks for an object before an array,
+    this takes whichever comes first, so `[{"old": 1}, {"old": 2}]` is the whole array.
+    """
+    candidates = [match.group(1) for match in _FENCE.finditer(text)] + [text]
+    for candidate in candidates:
+        for opening in _OPENING.finditer(candidate):
+            try:
+                value, _ = _DECODER.raw_decode(candidate, opening.start())
+            except ValueError:
+                continue
+            return value
+    return None
+
+
+def fit_in_budget(lines: Sequence[str], budget: int) -> int:
+    """How many of `lines`, taken in order, fit in `budget` tokens (at least one, if any)."""
+    used = 0
+    for count, line in enumerate(lines):
+        used += count_tokens(line) + 1
+        if used > budget and count > 0:
+            return count
+    return len(lines)
+
+
+def require_model(model: GenerationModel | None, where: str) -> GenerationModel:
+    """The generation model, or a clear error (the runner skips LLM steps when there is none)."""
+    if model is None:
+        raise ConfigError([(where, "this step needs a generation model, and `model:` has none under that key")])
+    return model

@@ -1,0 +1,90 @@
+"""Turn informative messages that say when something happened into observations with an event time."""
+
+from __future__ import annotations
+
+import re
+from datetime import date, datetime
+from typing import Any, ClassVar
+
+from memoryscope.workers._consolidation import local_time, mentions_time
+from memoryscope.workers.get_observation import GetObservationWorker, ObservationParams
+from pydantic import Field
+
+from memoryscope.context import MemoryContext
+from memoryscope.memory import MemoryNode
+from memoryscope.timeparse import find_time_expressions
+from memoryscope.timeparse.calendar_math import at
+from memoryscope.worker import register_worker
+
+__all__ = ["GetObservationWithTimeWorker", "parse_llm_date"]
+
+_LLM_DATE = re.compile(r"(\d{4})\s*[-/.年]\s*(\d{1,2})(?:\s*[-/.月]\s*(\d{1,2}))?")
+_EXPECTED_FORMAT = {
+    "en": 'a JSON array, e.g. [{"message": 1, "content": "<fact>", "keywords": "<keywords>", "time": "YYYY-MM-DD"}], or []',
+    "zh": '一个 JSON 数组，例如 [{"message": 1, "content": "<事实>", "keywords": "<关键词>", "time": "YYYY-MM-DD"}]，或 []',
+}
+
+
+@register_worker("get_observation_with_time")
+class GetObservationWithTimeWorker(GetObservationWorker):
+    """Write `timed_observations`: facts from the `informative_messages` that say when (a time
+    expression, or a vague time word), each with `event_time`.
+
+    Like `get_observation` (one batched call, same JSON items plus `"time"`), but the lines
+    show when each message was said, and each fact gets an event time: the rule parser
+    (`memoryscope.timeparse`) reads the SOURCE message against its message time in the
+    configured zone ("last Saturday" said on 2024-10-26 → 2024-10-19); with several time
+    expressions in one message the LLM's date picks the one it falls in. Only when the rules
+    place nothing (a vague "recently") is the LLM's date used (`use_llm_time_fallback`).
+    `meta["time_source"]` says which ("rules" or "llm"), `meta["time_text"]` what was read.
+    """
+
+    writes: ClassVar[tuple[str, ...]] = ("timed_observations",)
+    prompt_name: ClassVar[str] = "get_observation_with_time"
+
+    class Params(ObservationParams):
+        use_llm_time_fallback: bool = Field(
+            True, description="Use the LLM's date when the rules place no time in the message; false leaves event_time empty."
+        )
+
+    params: Params
+
+    def selects(self, message: MemoryNode) -> bool:
+        return mentions_time(message.content, local_time(message, self._zone))
+
+    def assign(self, ctx: MemoryContext, nodes: tuple[MemoryNode, ...]) -> None:
+        ctx.timed_observations = nodes
+
+    def line(self, number: int, message: MemoryNode, speaker: str) -> str:
+        colon = "：" if self._language == "zh" else ": "
+        return f"{number} [{self.said_at(message)}] {speaker}{colon}{self._text(message)}"
+
+    def expected_format(self) -> str:
+        return _EXPECTED_FORMAT.get(self._language, _EXPECTED_FORMAT["en"])
+
+    def event_time(self, message: MemoryNode, llm_time: str) -> tuple[datetime | None, dict[str, Any]]:
+        reference = local_time(message, self._zone)
+        llm_day = parse_llm_date(llm_time)
+        llm_moment = at(llm_day, self._zone) if llm_day is not None else None
+        mentions = find_time_expressions(message.content, reference)
+        if mentions:
+            chosen = next(
+                (mention for mention in mentions if llm_moment is not None and mention.start <= llm_moment < mention.end),
+                mentions[0],
+            )
+            return chosen.start, {"time_source": "rules", "time_text": chosen.text}
+        if llm_moment is not None and self.params.use_llm_time_fallback:
+            return llm_moment, {"time_source": "llm", "time_text": llm_time.strip()}
+        return None, {}
+
+
+def parse_llm_date(text: str) -> date | None:
+    """The date in an LLM's `"2024-10-19"` (also `2024/10/19`, `2024年10月19日`, `2024-10` as its
+    first day), or None for "", "unknown" or an impossible date."""
+    match = _LLM_DATE.search(text or "")
+    if match is None:
+        return None
+    try:
+        return date(int(match[1]), int(match[2]), int(match[3] or 1))
+    except ValueError:
+        return None

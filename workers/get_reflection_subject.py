@@ -1,0 +1,140 @@
+"""Propose the profile attributes (insight subjects) that the new observations reveal."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, ClassVar
+from zoneinfo import ZoneInfo
+
+from pydantic import Field
+
+from memoryscope.context import MemoryContext
+from memoryscope.env import Env
+from memoryscope.llm_output import ask
+from memoryscope.memory import MemoryNode
+from memoryscope.models.base import ChatMessage, GenerationModel
+from memoryscope.prompts import load_prompts
+from memoryscope.worker import Worker, WorkerParams, register_worker
+
+from ._insight import clean_value, first_json, fit_in_budget, is_unknown, normalize_key, person, require_model
+
+__all__ = ["GetReflectionSubjectWorker", "parse_subjects"]
+
+logger = logging.getLogger(__name__)
+
+_LIST_SEPARATOR = {"en": ", ", "zh": "、"}
+_NOTHING = {"en": "(none yet)", "zh": "（暂无）"}
+_MAX_SUBJECT_CHARS = 40  # an attribute is a short phrase; longer text is a value or a sentence
+_FORMAT = '["attribute", "attribute"]  (or [] when there is none)'
+
+
+@register_worker("get_reflection_subject")
+class GetReflectionSubjectWorker(Worker):
+    """Set `insight_subjects`: new attributes of the person ("hobby", "job", "爱好") to learn.
+
+    Runs only when at least `reflect_obs_cnt_threshold` observations wait to be reflected on;
+    otherwise it stops the workflow (nothing is stored, the observations keep waiting). Then ONE
+    model call sees the new observations (newest first, as many as `max_prompt_tokens` allows)
+    and the attributes the profile already has, and names at most `max_subjects` new ones.
+    Attributes already known are dropped again here, comparing case- and space-insensitively,
+    as are duplicates. An unreadable answer is asked again once; still unreadable, there are no
+    new subjects this run (`update_insight` still refreshes the existing ones) and
+    `details[<worker>]["unreadable"]` says so.
+    """
+
+    reads: ClassVar[tuple[str, ...]] = ("unreflected_observations", "insights")
+    writes: ClassVar[tuple[str, ...]] = ("insight_subjects",)
+    needs_generation_model: ClassVar[bool] = True
+
+    class Params(WorkerParams):
+        generation_model: str = Field("generation_model", description="Key under `model:` of the LLM that names the subjects.")
+        reflect_obs_cnt_threshold: int = Field(
+            6, ge=1, description="Reflect only when at least this many observations are unreflected; else stop the workflow."
+        )
+        max_subjects: int = Field(5, ge=1, description="Most new subjects proposed per run.")
+        max_prompt_tokens: int = Field(
+            3000, ge=200, description="Token budget for the observations in the prompt; the newest are kept."
+        )
+
+    params: Params
+
+    def bind(self, env: Env) -> None:
+        self._where = f"worker.{self.name}.generation_model"
+        self._model: GenerationModel | None = env.generation_model(self.params.generation_model, self._where)
+        self._language: str = env.settings.language
+        self._zone: ZoneInfo = env.settings.tzinfo
+        self._prompt = load_prompts("get_reflection_subject", self._language)
+
+    def run(self, ctx: MemoryContext) -> None:
+        observations = ctx.unreflected_observations
+        threshold = self.params.reflect_obs_cnt_threshold
+        if len(observations) < threshold:
+            ctx.insight_subjects = ()
+            ctx.details[self.name] = {"observations": len(observations), "subjects": []}
+            ctx.stop(f"only {len(observations)} new observations; reflecting at {threshold}")
+            return
+        model = require_model(self._model, self._where)
+        existing = [node.key for node in ctx.insights if node.key.strip()]
+        shown = self._observation_lines(observations)
+        values = {
+            "person": person(ctx),
+            "max_subjects": self.params.max_subjects,
+            "existing": _LIST_SEPARATOR.get(self._language, ", ").join(existing) or _NOTHING.get(self._language, "(none)"),
+            "observations": "\n".join(shown),
+        }
+        messages = [
+            ChatMessage("system", self._prompt["system"].format(**values)),
+            ChatMessage("user", self._prompt["user"].format(**values)),
+        ]
+        proposed = ask(model, messages, parse_subjects, expected_format=_FORMAT, language=self._language, what="subject list")
+        subjects = self._new_subjects(proposed or [], existing)
+        ctx.insight_subjects = tuple(subjects)
+        details: dict[str, Any] = {"observations": len(observations), "shown": len(shown), "subjects": subjects}
+        if proposed is None:
+            details["unreadable"] = True
+        ctx.details[self.name] = details
+
+    def _observation_lines(self, observations: Sequence[MemoryNode]) -> list[str]:
+        """Numbered, time-stamped lines in time order: the newest that fit in the budget."""
+        newest_first = sorted(observations, key=lambda node: node.shown_time, reverse=True)
+        texts = [node.format(self._language, self._zone) for node in newest_first]
+        kept = newest_first[: fit_in_budget(texts, self.params.max_prompt_tokens)]
+        in_order = sorted(kept, key=lambda node: node.shown_time)
+        return [f"{number}. {node.format(self._language, self._zone)}" for number, node in enumerate(in_order, start=1)]
+
+    def _new_subjects(self, proposed: Sequence[str], existing: Sequence[str]) -> list[str]:
+        seen = {normalize_key(key) for key in existing}
+        subjects: list[str] = []
+        for subject in proposed:
+            normalized = normalize_key(subject)
+            if not normalized or normalized in seen or is_unknown(subject) or len(subject) > _MAX_SUBJECT_CHARS:
+                continue
+            seen.add(normalized)
+            subjects.append(subject)
+            if len(subjects) == self.params.max_subjects:
+                break
+        return subjects
+
+
+def parse_subjects(reply: str) -> list[str] | None:
+    """The subjects in `["hobby", "pet"]` (or `{"subjects": [...]}`, in fences or chatter); `[]`
+    for an explicit "none"/"无"; None when the reply holds no such list."""
+    found = first_json(reply)
+    if isinstance(found, dict):
+        found = next((value for value in found.values() if isinstance(value, list)), None)
+    if isinstance(found, list):
+        subjects = [clean_value(_subject_text(item)) for item in found]
+        return [subject for subject in subjects if subject]
+    if is_unknown(reply):
+        return []
+    return None
+
+
+def _subject_text(item: Any) -> str:
+    if isinstance(item, dict):
+        for name in ("subject", "attribute", "key", "name"):
+            if isinstance(item.get(name), str):
+                return str(item[name])
+        return ""
+    return item if isinstance(item, str) else ""

@@ -1,0 +1,266 @@
+"""Expire long-term memories that the new insights and observations contradict or repeat."""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any, ClassVar
+from zoneinfo import ZoneInfo
+
+import numpy as np
+from pydantic import Field
+
+from memoryscope.context import MemoryContext
+from memoryscope.env import Env
+from memoryscope.llm_output import ask
+from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType, utc_now
+from memoryscope.models.base import ChatMessage, EmbeddingModel, GenerationModel
+from memoryscope.models.token_count import count_tokens
+from memoryscope.prompts import load_prompts
+from memoryscope.stores.base import MemoryFilter, MemoryStore, SearchMode
+from memoryscope.worker import Worker, WorkerParams, register_worker
+
+from ._insight import first_json, is_unknown, person, require_model
+
+__all__ = ["LongContraRepeatWorker", "parse_judgments", "CONTRADICTION", "REPEAT"]
+
+logger = logging.getLogger(__name__)
+
+CONTRADICTION = "contradiction"
+REPEAT = "repeat"
+_JUDGMENT_WORDS = {
+    CONTRADICTION: ("contradiction", "contradicted", "contradicts", "contradictory", "conflict", "矛盾", "冲突"),
+    REPEAT: ("repeat", "repeated", "repetition", "duplicate", "contained", "included", "重复", "被包含", "包含"),
+}
+_KNOWLEDGE = (MemoryType.OBSERVATION, MemoryType.OBS_CUSTOMIZED, MemoryType.INSIGHT)
+_FORMAT = '[{"old": 3, "new": 1, "judgment": "contradiction"}]  (or [] when no older memory is contradicted or repeated)'
+_LINE = re.compile(
+    r"^\s*(?:old\s*)?<?\s*(\d+)\s*>?[\s,;:|>-]+(?:new\s*)?<?\s*N?(\d+)\s*>?[\s,;:|>-]+<?\s*([A-Za-z\u4e00-\u9fff]+)",
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+@register_worker("long_contra_repeat")
+class LongContraRepeatWorker(Worker):
+    """Set `expired_memories`: older valid memories that a new fact contradicts or repeats.
+
+    New facts are the `updated_insights` (first) and the `unreflected_observations` (newest
+    first). For each, the store is searched (dense, scoped to the user, target and workspace)
+    for its `long_contra_repeat_top_k` most similar valid observations, obs_customized and
+    insights; those with a cosine similarity of at least `long_contra_repeat_threshold` are
+    compared, the best of every fact first, as many as `max_prompt_tokens` allows (new facts
+    take at most half of it). The new facts themselves, and the old versions of updated
+    insights, are never candidates. ONE model call judges every candidate against every new
+    fact; a contradicted or repeated memory comes back with `status` expired and
+    `superseded_by` the id of the new fact that did it. Expirations an earlier step made are
+    kept. With `global.enable_long_contra_repeat` off, or nothing similar enough, no call is
+    made. An answer unreadable after one repair expires nothing (`details[<worker>]`).
+    """
+
+    reads: ClassVar[tuple[str, ...]] = ("updated_insights", "unreflected_observations")
+    # Kept and added to when an earlier step expired memories already.
+    optional_reads: ClassVar[tuple[str, ...]] = ("expired_memories",)
+    writes: ClassVar[tuple[str, ...]] = ("expired_memories",)
+    needs_generation_model: ClassVar[bool] = True
+
+    class Params(WorkerParams):
+        generation_model: str = Field("generation_model", description="Key under `model:` of the LLM that judges.")
+        embedding_model: str | None = Field(
+            None,
+            description="Key under `model:` that embeds the new facts for the search; it must be the store's model. "
+            "Default: the store's own embedding model.",
+        )
+        long_contra_repeat_top_k: int = Field(10, ge=1, description="Most similar older memories fetched per new fact.")
+        long_contra_repeat_threshold: float = Field(
+            0.5, description="Compare only older memories at least this similar (cosine) to a new fact."
+        )
+        max_prompt_tokens: int = Field(4000, ge=300, description="Token budget for the facts and memories in the prompt.")
+
+    params: Params
+
+    def bind(self, env: Env) -> None:
+        where = f"worker.{self.name}"
+        self._model_where = f"{where}.generation_model"
+        self._model: GenerationModel | None = env.generation_model(self.params.generation_model, self._model_where)
+        self._enabled: bool = env.settings.enable_long_contra_repeat
+        self._store: MemoryStore = env.require_store(where)
+        self._embedder: EmbeddingModel | None = None
+        if self.params.embedding_model is not None:
+            self._embedder = env.embedding_model(self.params.embedding_model, f"{where}.embedding_model")
+        else:
+            found = getattr(self._store, "embedding_model", None)
+            self._embedder = found if isinstance(found, EmbeddingModel) else None
+        self._language: str = env.settings.language
+        self._zone: ZoneInfo = env.settings.tzinfo
+        self._prompt = load_prompts("long_contra_repeat", self._language)
+
+    def run(self, ctx: MemoryContext) -> None:
+        earlier = ctx.expired_memories
+        details: dict[str, Any] = {"enabled": self._enabled, "checked": 0, "compared": 0, "calls": 0, "expired": []}
+        ctx.details[self.name] = details
+        if not self._enabled:
+            return
+        newest_first = sorted(ctx.unreflected_observations, key=lambda node: node.shown_time, reverse=True)
+        facts = _unique([*ctx.updated_insights, *newest_first])
+        facts = facts[: self._fitting(facts, self.params.max_prompt_tokens // 2)]
+        if not facts:
+            return
+        excluded = {node.memory_id for node in (*ctx.updated_insights, *ctx.unreflected_observations, *earlier)}
+        used = sum(count_tokens(self._line("N1", node)) + 1 for node in facts)
+        olds = self._candidates(ctx, facts, excluded, self.params.max_prompt_tokens - used)
+        details.update(checked=len(facts), compared=len(olds))
+        if not olds:
+            return
+        model = require_model(self._model, self._model_where)
+        who = person(ctx)
+        values = {
+            "person": who,
+            "new_facts": "\n".join(self._line(f"N{number}", node) for number, node in enumerate(facts, start=1)),
+            "old_memories": "\n".join(self._line(str(number), node) for number, node in enumerate(olds, start=1)),
+        }
+        messages = [
+            ChatMessage("system", self._prompt["system"].format(**values)),
+            ChatMessage("user", self._prompt["user"].format(**values)),
+        ]
+        details["calls"] = 1
+        judgments = ask(
+            model,
+            messages,
+            lambda reply: parse_judgments(reply, len(olds), len(facts)),
+            expected_format=_FORMAT,
+            language=self._language,
+            what="contradiction judgments",
+        )
+        if judgments is None:
+            details["unreadable"] = True
+            return
+        now = utc_now()
+        expired: dict[str, MemoryNode] = {}
+        for old_number, new_number, judgment in judgments:
+            old = olds[old_number - 1]
+            if old.memory_id in expired:
+                continue
+            newer = facts[new_number - 1]
+            expired[old.memory_id] = old.replace(
+                status=MemoryStatus.EXPIRED, superseded_by=newer.memory_id, updated_at=now, score=None
+            )
+            details["expired"].append({"memory_id": old.memory_id, "superseded_by": newer.memory_id, "judgment": judgment})
+        ctx.expired_memories = (*earlier, *expired.values())
+
+    def _candidates(self, ctx: MemoryContext, facts: Sequence[MemoryNode], excluded: set[str], budget: int) -> list[MemoryNode]:
+        """Similar older memories: every fact's best first, then every fact's second, ... within `budget`."""
+        scope = MemoryFilter(
+            user_name=ctx.user_name,
+            target_name=ctx.target_name,
+            workspace=ctx.workspace,
+            memory_types=_KNOWLEDGE,
+            status=MemoryStatus.VALID,
+        )
+        vectors = self._vectors([node.content for node in facts])
+        ranked: list[list[MemoryNode]] = []
+        for index, fact in enumerate(facts):
+            hits = self._store.search(
+                scope,
+                query=fact.content,
+                vector=None if vectors is None else vectors[index],
+                mode=SearchMode.DENSE,
+                top_k=self.params.long_contra_repeat_top_k,
+            )
+            threshold = self.params.long_contra_repeat_threshold
+            ranked.append([hit for hit in hits if hit.memory_id not in excluded and (hit.score or 0.0) >= threshold])
+        chosen: dict[str, MemoryNode] = {}
+        used = 0
+        for depth in range(self.params.long_contra_repeat_top_k):
+            for hits in ranked:
+                if depth >= len(hits) or hits[depth].memory_id in chosen:
+                    continue
+                cost = count_tokens(self._line("99", hits[depth])) + 1
+                if used + cost > budget:
+                    return _oldest_first(chosen.values())
+                chosen[hits[depth].memory_id] = hits[depth]
+                used += cost
+        return _oldest_first(chosen.values())
+
+    def _vectors(self, texts: list[str]) -> np.ndarray | None:
+        """The facts' query vectors in one batch, or None to let the store embed each query."""
+        if self._embedder is None:
+            return None
+        return np.asarray(self._embedder.embed_queries(texts), dtype=np.float32)
+
+    def _fitting(self, nodes: Sequence[MemoryNode], budget: int) -> int:
+        used = 0
+        for count, node in enumerate(nodes):
+            used += count_tokens(self._line("N99", node)) + 1
+            if used > budget and count > 0:
+                return count
+        return len(nodes)
+
+    def _line(self, label: str, node: MemoryNode) -> str:
+        return f"{label}. {node.format(self._language, self._zone)}"
+
+
+def parse_judgments(reply: str, old_count: int, new_count: int) -> list[tuple[int, int, str]] | None:
+    """[(older memory number, new fact number, "contradiction" | "repeat")] from the reply.
+
+    Reads a JSON array of `{"old": 3, "new": 1, "judgment": "contradiction"}` objects (also
+    wrapped in an object, fenced or with chatter; numbers may be strings or `N1`), or lines
+    such as `<3> <N1> <contradiction>`. Entries that keep the memory, or name numbers out of
+    range, are left out. `[]` (or "none"/"无") means nothing to expire; None: unreadable.
+    """
+    found = first_json(reply)
+    if isinstance(found, dict):
+        listed = next((value for value in found.values() if isinstance(value, list)), None)
+        found = listed if listed is not None else [found]
+    if isinstance(found, list):
+        entries = [
+            (item.get("old"), item.get("new"), item.get("judgment", item.get("status", item.get("relation"))))
+            for item in found
+            if isinstance(item, dict)
+        ]
+        return _valid(entries, old_count, new_count)
+    lines = [(old, new, word) for old, new, word in _LINE.findall(reply)]
+    if lines:
+        return _valid(lines, old_count, new_count)
+    if is_unknown(reply):
+        return []
+    return None
+
+
+def _valid(entries: Sequence[tuple[Any, Any, Any]], old_count: int, new_count: int) -> list[tuple[int, int, str]]:
+    valid: list[tuple[int, int, str]] = []
+    for old, new, word in entries:
+        old_number, new_number, judgment = _number(old), _number(new), _judgment(word)
+        if judgment is None or old_number is None or new_number is None:
+            continue
+        if 1 <= old_number <= old_count and 1 <= new_number <= new_count:
+            valid.append((old_number, new_number, judgment))
+    return valid
+
+
+def _number(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    match = re.fullmatch(r"\s*[<\[(]?\s*N?\s*(\d+)\s*[>\])]?\s*", str(value), re.IGNORECASE)
+    return int(match.group(1)) if match else None
+
+
+def _judgment(word: Any) -> str | None:
+    text = str(word or "").strip(" <>\"'").casefold()
+    for judgment, words in _JUDGMENT_WORDS.items():
+        if any(text.startswith(candidate) for candidate in words):
+            return judgment
+    return None
+
+
+def _unique(nodes: Sequence[MemoryNode]) -> list[MemoryNode]:
+    seen: dict[str, MemoryNode] = {}
+    for node in nodes:
+        seen.setdefault(node.memory_id, node)
+    return list(seen.values())
+
+
+def _oldest_first(nodes: Any) -> list[MemoryNode]:
+    return sorted(nodes, key=lambda node: node.shown_time)

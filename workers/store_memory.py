@@ -1,0 +1,110 @@
+"""Write what a backend workflow decided, in one atomic store write."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import ClassVar
+
+from memoryscope.context import MemoryContext
+from memoryscope.env import Env
+from memoryscope.memory import MemoryNode, utc_now
+from memoryscope.stores.base import MemoryStore
+from memoryscope.worker import Worker, WorkerParams, register_worker
+
+__all__ = ["StoreMemoryWorker"]
+
+_PARTS = {
+    "en": {
+        "observations": ("stored {n} observation", "stored {n} observations"),
+        "insights": ("updated {n} insight", "updated {n} insights"),
+        "expired": ("expired {n}", "expired {n}"),
+        "messages": ("consolidated {n} message", "consolidated {n} messages"),
+        "reflected": ("reflected on {n} observation", "reflected on {n} observations"),
+        "nothing": "nothing to store",
+        "separator": ", ",
+    },
+    "zh": {
+        "observations": ("保存了 {n} 条观察", "保存了 {n} 条观察"),
+        "insights": ("更新了 {n} 条洞察", "更新了 {n} 条洞察"),
+        "expired": ("过期 {n} 条", "过期 {n} 条"),
+        "messages": ("整理了 {n} 条消息", "整理了 {n} 条消息"),
+        "reflected": ("反思了 {n} 条观察", "反思了 {n} 条观察"),
+        "nothing": "没有需要保存的内容",
+        "separator": "，",
+    },
+}
+
+
+@register_worker("store_memory")
+class StoreMemoryWorker(Worker):
+    """Upsert, in ONE atomic write: the `new_observations`, the `expired_memories` (status
+    expired, `superseded_by` set), the `pending_messages` marked consolidated
+    (`reflected=True`), the `updated_insights`, and the `unreflected_observations` marked
+    reflected. Every node written gets `updated_at` = now. Either all of it lands or none does,
+    so a failed or killed run leaves the messages pending for the next one, and a rerun adds
+    nothing twice (the nodes' ids are deterministic).
+
+    `result` is a readable summary ("stored 3 observations, expired 1, consolidated 5
+    messages"); `details[<worker name>]` has the counts and the ids written. Whatever fields an
+    earlier step did not write are simply empty, so the same worker ends consolidate_memory
+    and reflect_and_reconsolidate.
+    """
+
+    reads: ClassVar[tuple[str, ...]] = ()
+    optional_reads: ClassVar[tuple[str, ...]] = (
+        "pending_messages",
+        "new_observations",
+        "expired_memories",
+        "updated_insights",
+        "unreflected_observations",
+    )
+    writes: ClassVar[tuple[str, ...]] = ("result", "details")
+
+    class Params(WorkerParams):
+        pass
+
+    def bind(self, env: Env) -> None:
+        self._store: MemoryStore = env.require_store(f"worker.{self.name}")
+        self._language: str = env.settings.language
+
+    def run(self, ctx: MemoryContext) -> None:
+        now = utc_now()
+        nodes: dict[str, MemoryNode] = {}
+        consolidated = {node.memory_id for node in (*ctx.pending_messages, *ctx.unreflected_observations)}
+
+        def put(group: Iterable[MemoryNode]) -> None:
+            for node in group:
+                nodes[node.memory_id] = node
+
+        # Later groups win for the same id: an expiry outranks everything, and a node that was
+        # pending or unreflected is marked reflected whatever else happened to it.
+        put(ctx.unreflected_observations)
+        put(ctx.pending_messages)
+        put(ctx.new_observations)
+        put(ctx.updated_insights)
+        put(ctx.expired_memories)
+        written = [
+            node.replace(updated_at=now, reflected=node.reflected or node.memory_id in consolidated) for node in nodes.values()
+        ]
+        if written:
+            self._store.upsert(written)
+        counts = {
+            "observations": len(ctx.new_observations),
+            "insights": len(ctx.updated_insights),
+            "expired": len(ctx.expired_memories),
+            "messages": len(ctx.pending_messages),
+            "reflected": len(ctx.unreflected_observations),
+        }
+        ctx.details[self.name] = {**counts, "written": len(written), "memory_ids": [node.memory_id for node in written]}
+        ctx.result = self._summary(counts)
+
+    def _summary(self, counts: dict[str, int]) -> str:
+        words = _PARTS.get(self._language, _PARTS["en"])
+        parts = []
+        for key, count in counts.items():
+            if count:
+                singular, plural = words[key]
+                parts.append((singular if count == 1 else plural).format(n=count))
+        if not parts:
+            return str(words["nothing"])
+        return str(words["separator"]).join(parts)
