@@ -96,7 +96,7 @@ class ChatRepl:
             name, _, argument = line[1:].partition(" ")
             command = self.commands.get(name)
             if command is None:
-                close = closest(name, self.commands)
+                close = closest(name, self.commands) or next((known for known in self.commands if known.startswith(name)), None)
                 hint = f" Did you mean /{close}?" if close else ""
                 self.say(f"unknown command /{name}.{hint} /help lists the commands.")
                 return True
@@ -199,8 +199,10 @@ class ChatRepl:
         self.say(f"usage: {self.commands[name].usage}")
 
     def _confirm(self, question: str) -> bool:
-        answer = self.read_line(f"{question} [y/N] ")
-        if not self.interactive:
+        if self.interactive:
+            answer = self.read_line(f"{question} [y/N] ")
+        else:  # piped: show the question and the answer read, as a transcript
+            answer = self.read_line("")
             self.say(f"{question} [y/N] {answer.strip()}")
         return answer.strip().lower() in _YES
 

@@ -4,7 +4,8 @@ Triggers come from each backend operation's config:
 
 - `trigger_messages: N` — the user has N or more pending messages (conversation memories not
   yet consolidated, `reflected=False`);
-- `trigger_observations: N` — N or more valid observations not yet reflected on;
+- `trigger_observations: N` — N or more valid observations (and memories the user added,
+  `obs_customized`, which reflection reads too) not yet reflected on;
 - `interval_time: S` — every S seconds, for each user this scheduler has seen.
 
 A count trigger fires when its count is at or over the threshold *and* there is news since the
@@ -331,7 +332,7 @@ class Scheduler:
                 user_name=user,
                 target_name="",
                 workspace="",
-                memory_types=(MemoryType.OBSERVATION,),
+                memory_types=(MemoryType.OBSERVATION, MemoryType.OBS_CUSTOMIZED),  # what reflection loads
                 status=MemoryStatus.VALID,
                 reflected=False,
             )

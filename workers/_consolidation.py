@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from zoneinfo import ZoneInfo
 
 from memoryscope.context import MemoryContext
+from memoryscope.errors import MemoryScopeError
 from memoryscope.llm_output import ask
 from memoryscope.memory import MemoryNode, format_time
 from memoryscope.models.base import ChatMessage, GenerationModel
@@ -32,6 +33,7 @@ __all__ = [
     "mentions_time",
     "json_items",
     "ask_in_chunks",
+    "require_model",
     "NONE_WORDS",
 ]
 
@@ -169,3 +171,12 @@ def ask_in_chunks(
         (chunk, ask(model, build(chunk), parse, expected_format=expected_format, language=language, what=what))
         for chunk in chunks
     ]
+
+
+def require_model(model: GenerationModel | None, worker: str, key: str) -> GenerationModel:
+    """`model`, or a clear error: an LLM step without its LLM must fail the run (so its input
+    stays pending), never pass the batch on unexamined. Without any LLM configured, the service
+    skips such steps before they run."""
+    if model is None:
+        raise MemoryScopeError(f"worker {worker!r} needs the generation model `model.{key}`, which is not configured")
+    return model

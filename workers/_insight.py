@@ -17,6 +17,7 @@ from typing import Any
 
 from memoryscope.context import MemoryContext
 from memoryscope.errors import ConfigError
+from memoryscope.llm_output import numbered_lines
 from memoryscope.models.base import GenerationModel
 from memoryscope.models.token_count import count_tokens
 
@@ -32,6 +33,8 @@ __all__ = [
     "first_json",
     "fit_in_budget",
     "require_model",
+    "parse_values",
+    "strip_key",
 ]
 
 _ID_NAMESPACE = uuid.UUID("6f1c1f0e-9b1a-4d51-9a57-3c2f1e0b7a10")  # fixed: ids must not change between versions
@@ -140,3 +143,79 @@ def require_model(model: GenerationModel | None, where: str) -> GenerationModel:
     if model is None:
         raise ConfigError([(where, "this step needs a generation model, and `model:` has none under that key")])
     return model
+
+
+_LABELS = ("number", "index", "id", "key", "attribute", "subject")  # how a list entry may name its attribute
+
+
+def parse_values(reply: str, keys: Sequence[str]) -> dict[int, str] | None:
+    """{attribute number: value} from the model's reply; None when it answers no attribute.
+
+    Reads `{"1": "guitar", "2": "unknown"}` (numbers or keys as names, values as strings or
+    `{"value": ...}`; null means unknown), a list of `{"number"|"key": ..., "value": ...}`
+    objects, a list of plain values in order, or numbered lines `1. guitar`, all inside code
+    fences or chatter. Attributes the reply leaves out are missing from the result.
+    """
+    found = first_json(reply)
+    values: dict[int, str] = {}
+    if isinstance(found, dict):
+        nested = found.get("values") or found.get("attributes")
+        entries = nested if isinstance(nested, (dict, list)) else found
+        found = entries
+    if isinstance(found, dict):
+        for name, item in found.items():
+            number = _number(name, keys)
+            if number is not None:
+                values.setdefault(number, _value_text(item))
+    elif isinstance(found, list):
+        plain = all(not isinstance(item, dict) for item in found)
+        for position, item in enumerate(found, start=1):
+            if isinstance(item, dict):
+                label = next((item[name] for name in _LABELS if name in item), None)
+                number = None if label is None else _number(label, keys)
+                if number is not None:
+                    values.setdefault(number, _value_text(item.get("value")))
+            elif plain and len(found) == len(keys):
+                values.setdefault(position, _value_text(item))
+    if not values and found is None:
+        for number, text in numbered_lines(reply).items():
+            if 1 <= number <= len(keys):
+                values[number] = text
+    return values or None
+
+
+def _number(label: Any, keys: Sequence[str]) -> int | None:
+    if isinstance(label, bool):
+        return None
+    if isinstance(label, int):
+        return label if 1 <= label <= len(keys) else None
+    text = str(label).strip()
+    match = re.fullmatch(r"[#(\[]?\s*(\d+)\s*[)\].]?", text)
+    if match:
+        number = int(match.group(1))
+        return number if 1 <= number <= len(keys) else None
+    wanted = normalize_key(text)
+    for position, key in enumerate(keys, start=1):
+        if normalize_key(key) == wanted:
+            return position
+    return None
+
+
+def _value_text(item: Any) -> str:
+    if isinstance(item, dict):
+        item = item.get("value")
+    if item is None:
+        return ""
+    if isinstance(item, list):
+        return ", ".join(str(part) for part in item)
+    return str(item)
+
+
+def strip_key(value: str, key: str, who: str) -> str:
+    """`hobby: guitar` or `user's hobby: guitar` → `guitar` (models sometimes echo the attribute)."""
+    for prefix in (render_subject(who, key, "en"), render_subject(who, key, "zh"), key):
+        pattern = re.compile(rf"^\s*{re.escape(prefix)}\s*[:：]\s*", re.IGNORECASE)
+        stripped = pattern.sub("", value, count=1)
+        if stripped != value:
+            return stripped.strip()
+    return value

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any, ClassVar, Literal
 from zoneinfo import ZoneInfo
 
-from memoryscope.workers._consolidation import json_items, normalise, subject_name
+from memoryscope.workers._consolidation import json_items, normalise, require_model, subject_name
 from pydantic import Field
 
 from memoryscope.context import MemoryContext
@@ -113,7 +113,7 @@ class ContraRepeatWorker(Worker):
         known = [node for node in ctx.today_memories if node.status is MemoryStatus.VALID]
         review = self._drop_exact_duplicates(incoming, known)
         calls = 0
-        if review.kept and len(review.kept) + len(known) >= 2 and self._model is not None:
+        if review.kept and len(review.kept) + len(known) >= 2:
             shown = self._most_similar(known, list(review.kept.values()))
             self._compare(ctx, review, shown)
             calls = 1
@@ -165,8 +165,7 @@ class ContraRepeatWorker(Worker):
         return sorted(known, key=_said)
 
     def _compare(self, ctx: MemoryContext, review: _Review, shown: Sequence[MemoryNode]) -> None:
-        if self._model is None:
-            return
+        model = require_model(self._model, self.name, self.params.generation_model)
         new = list(review.kept.values())
         numbered: list[tuple[MemoryNode, bool]] = [(node, False) for node in shown] + [(node, True) for node in new]
         lines = [f"{number} {node.format(self._language, self._zone)}" for number, (node, _) in enumerate(numbered, start=1)]
@@ -180,7 +179,7 @@ class ContraRepeatWorker(Worker):
             ChatMessage("user", self._prompts["user"].format(**values)),
         ]
         decisions = ask(
-            self._model, messages, lambda reply: parse_decisions(reply) or None,
+            model, messages, lambda reply: parse_decisions(reply) or None,
             expected_format=_EXPECTED_FORMAT.get(self._language, _EXPECTED_FORMAT["en"]),
             language=self._language, what="repeat/contradiction decisions",
         )  # fmt: skip
@@ -206,9 +205,9 @@ class ContraRepeatWorker(Worker):
     def _repeat(self, review: _Review, node: MemoryNode, other: MemoryNode, other_is_new: bool) -> None:
         if node.memory_id not in review.kept or (other_is_new and other.memory_id not in review.kept):
             return  # already dropped or expired, or a repeat of something no longer kept
-        del review.kept[node.memory_id]
+        dropped = review.kept.pop(node.memory_id)  # the current version, with any sources joined to it
         if other_is_new:
-            self._join_sources(review, other.memory_id, node)
+            self._join_sources(review, other.memory_id, dropped)
         review.note("repeats", {"dropped": node.memory_id, "of": other.memory_id})
 
     def _contradict(self, review: _Review, node: MemoryNode, other: MemoryNode, other_is_new: bool) -> None:
@@ -218,8 +217,8 @@ class ContraRepeatWorker(Worker):
             return  # a fact dropped as a repeat contradicts nothing any more
         # The fact said later holds; on a tie, the one the model flagged.
         winner, loser = (other, node) if _said(other) > _said(node) else (node, other)
-        review.kept.pop(loser.memory_id, None)
-        review.expired[loser.memory_id] = loser.replace(status=MemoryStatus.EXPIRED, superseded_by=winner.memory_id)
+        current = review.kept.pop(loser.memory_id, loser)  # a new loser may have had sources joined to it
+        review.expired[loser.memory_id] = current.replace(status=MemoryStatus.EXPIRED, superseded_by=winner.memory_id)
         review.note("contradictions", {"expired": loser.memory_id, "superseded_by": winner.memory_id})
 
     @staticmethod

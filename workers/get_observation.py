@@ -19,6 +19,7 @@ from memoryscope.workers._consolidation import (
     mentions_time,
     normalise,
     observation_id,
+    require_model,
     subject_name,
     truncate_middle,
 )
@@ -143,8 +144,7 @@ class GetObservationWorker(Worker):
 
     def _extract(self, ctx: MemoryContext, messages: Sequence[MemoryNode]) -> _Outcome:
         outcome = _Outcome()
-        if self._model is None:
-            return outcome
+        model = require_model(self._model, self.name, self.params.generation_model)
         speaker = subject_name(ctx)
         lines = [self.line(0, message, speaker) for message in messages]
         fixed = estimate_tokens(self._prompts["system"]) + estimate_tokens(self._prompts["user"]) + 8 * len(speaker)
@@ -159,7 +159,7 @@ class GetObservationWorker(Worker):
             ]
 
         answers = ask_in_chunks(
-            self._model, chunks, build, parse_observations,
+            model, chunks, build, parse_observations,
             expected_format=self.expected_format(), language=self._language, what="observations",
         )  # fmt: skip
         for chunk, items in answers:

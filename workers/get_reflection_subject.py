@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any, ClassVar
 from zoneinfo import ZoneInfo
@@ -20,8 +19,6 @@ from memoryscope.worker import Worker, WorkerParams, register_worker
 from ._insight import clean_value, first_json, fit_in_budget, is_unknown, normalize_key, person, require_model
 
 __all__ = ["GetReflectionSubjectWorker", "parse_subjects"]
-
-logger = logging.getLogger(__name__)
 
 _LIST_SEPARATOR = {"en": ", ", "zh": "、"}
 _NOTHING = {"en": "(none yet)", "zh": "（暂无）"}

@@ -13,6 +13,7 @@ from memoryscope.workers._consolidation import (
     chunks_within_budget,
     estimate_tokens,
     json_items,
+    require_model,
     shown_line,
     subject_name,
 )
@@ -146,8 +147,7 @@ class InfoFilterWorker(Worker):
 
     def _scores(self, ctx: MemoryContext, users: Sequence[MemoryNode]) -> tuple[dict[str, int], int]:
         """memory_id → score for the messages the model scored, and how many chunks were asked."""
-        if self._model is None:
-            return {}, 0
+        model = require_model(self._model, self.name, self.params.generation_model)
         name = subject_name(ctx)
         lines = [
             shown_line(0, node, self._language, self._zone, speaker=name, max_chars=self.params.info_filter_msg_max_size)
@@ -172,7 +172,7 @@ class InfoFilterWorker(Worker):
 
         scores: dict[str, int] = {}
         answers = ask_in_chunks(
-            self._model,
+            model,
             chunks,
             build,
             lambda reply: parse_scores(reply) or None,

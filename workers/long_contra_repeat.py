@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -25,8 +24,6 @@ from ._insight import first_json, is_unknown, person, require_model
 
 __all__ = ["LongContraRepeatWorker", "parse_judgments", "CONTRADICTION", "REPEAT"]
 
-logger = logging.getLogger(__name__)
-
 CONTRADICTION = "contradiction"
 REPEAT = "repeat"
 _JUDGMENT_WORDS = {
@@ -36,7 +33,7 @@ _JUDGMENT_WORDS = {
 _KNOWLEDGE = (MemoryType.OBSERVATION, MemoryType.OBS_CUSTOMIZED, MemoryType.INSIGHT)
 _FORMAT = '[{"old": 3, "new": 1, "judgment": "contradiction"}]  (or [] when no older memory is contradicted or repeated)'
 _LINE = re.compile(
-    r"^\s*(?:old\s*)?<?\s*(\d+)\s*>?[\s,;:|>-]+(?:new\s*)?<?\s*N?(\d+)\s*>?[\s,;:|>-]+<?\s*([A-Za-z\u4e00-\u9fff]+)",
+    r"^\s*(?:[A-Za-z\u4e00-\u9fff]+\s*[:：]\s*)?(?:old\s*)?<?\s*(\d+)\s*>?[\s,;:|>-]+(?:new\s*)?<?\s*N?(\d+)\s*>?[\s,;:|>-]+<?\s*([A-Za-z\u4e00-\u9fff]+)",
     re.IGNORECASE | re.MULTILINE,
 )
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,7 +14,7 @@ from pydantic import Field
 
 from memoryscope.context import MemoryContext
 from memoryscope.env import Env
-from memoryscope.llm_output import ask, numbered_lines
+from memoryscope.llm_output import ask
 from memoryscope.memory import MemoryNode, MemoryType, utc_now
 from memoryscope.models.base import ChatMessage, EmbeddingModel, GenerationModel, RankModel
 from memoryscope.models.token_count import count_tokens
@@ -26,25 +24,22 @@ from memoryscope.worker import Worker, WorkerParams, register_worker
 
 from ._insight import (
     clean_value,
-    first_json,
     insight_id,
     is_unknown,
     normalize_key,
     normalize_value,
+    parse_values,
     person,
     render_insight,
-    render_subject,
     require_model,
+    strip_key,
 )
 
 __all__ = ["UpdateInsightWorker", "parse_values"]
 
-logger = logging.getLogger(__name__)
-
 _FORMAT = '{"1": "value of attribute 1", "2": "unknown"}  (one entry per attribute number)'
-_LABELS = ("number", "index", "id", "key", "attribute", "subject")  # how a list entry may name its attribute
-_KEPT_OBSERVATION_IDS = 50
-_COLON = {"en": ": ", "zh": "："}  # provenance kept in an insight's meta; older ids are dropped
+_KEPT_OBSERVATION_IDS = 50  # provenance kept in an insight's meta; older ids are dropped
+_COLON = {"en": ": ", "zh": "："}
 
 
 @dataclass(frozen=True)
@@ -267,7 +262,7 @@ class UpdateInsightWorker(Worker):
         if answer is None:
             details["skipped"].append(subject.key)
             return None
-        value = _strip_key(clean_value(answer), subject.key, who)
+        value = strip_key(clean_value(answer), subject.key, who)
         if is_unknown(value):
             details["unknown"].append(subject.key)
             return None
@@ -353,76 +348,3 @@ def _overlap(subject: _Subject, node: MemoryNode) -> float:
     if not words:
         return 0.0
     return len(words & set(content_words(node.content))) / len(words)
-
-
-def parse_values(reply: str, keys: Sequence[str]) -> dict[int, str] | None:
-    """{attribute number: value} from the model's reply; None when it answers no attribute.
-
-    Reads `{"1": "guitar", "2": "unknown"}` (numbers or keys as names, values as strings or
-    `{"value": ...}`; null means unknown), a list of `{"number"|"key": ..., "value": ...}`
-    objects, a list of plain values in order, or numbered lines `1. guitar`, all inside code
-    fences or chatter. Attributes the reply leaves out are missing from the result.
-    """
-    found = first_json(reply)
-    values: dict[int, str] = {}
-    if isinstance(found, dict):
-        nested = found.get("values") or found.get("attributes")
-        entries = nested if isinstance(nested, (dict, list)) else found
-        found = entries
-    if isinstance(found, dict):
-        for name, item in found.items():
-            number = _number(name, keys)
-            if number is not None:
-                values.setdefault(number, _value_text(item))
-    elif isinstance(found, list):
-        plain = all(not isinstance(item, dict) for item in found)
-        for position, item in enumerate(found, start=1):
-            if isinstance(item, dict):
-                label = next((item[name] for name in _LABELS if name in item), None)
-                number = None if label is None else _number(label, keys)
-                if number is not None:
-                    values.setdefault(number, _value_text(item.get("value")))
-            elif plain and len(found) == len(keys):
-                values.setdefault(position, _value_text(item))
-    if not values and found is None:
-        for number, text in numbered_lines(reply).items():
-            if 1 <= number <= len(keys):
-                values[number] = text
-    return values or None
-
-
-def _number(label: Any, keys: Sequence[str]) -> int | None:
-    if isinstance(label, bool):
-        return None
-    if isinstance(label, int):
-        return label if 1 <= label <= len(keys) else None
-    text = str(label).strip()
-    match = re.fullmatch(r"[#(\[]?\s*(\d+)\s*[)\].]?", text)
-    if match:
-        number = int(match.group(1))
-        return number if 1 <= number <= len(keys) else None
-    wanted = normalize_key(text)
-    for position, key in enumerate(keys, start=1):
-        if normalize_key(key) == wanted:
-            return position
-    return None
-
-
-def _value_text(item: Any) -> str:
-    if isinstance(item, dict):
-        item = item.get("value")
-    if item is None:
-        return ""
-    if isinstance(item, list):
-        return ", ".join(str(part) for part in item)
-    return str(item)
-
-
-def _strip_key(value: str, key: str, who: str) -> str:
-    """`hobby: guitar` or `user's hobby: guitar` → `guitar` (models sometimes echo the attribute)."""
-    for prefix in (render_subject(who, key, "en"), render_subject(who, key, "zh"), key):
-        pattern = re.compile(rf"^\s*{re.escape(prefix)}\s*[:：]\s*", re.IGNORECASE)
-        stripped = pattern.sub("", value, count=1)
-        if stripped != value:
-            return stripped.strip()
-    return value

@@ -69,7 +69,7 @@ def reembed_index(store: ElasticsearchMemoryStore, batch_size: int, progress: Pr
     except BaseException:
         try:
             client.indices.delete(index=new_index, ignore_unavailable=True)
-        except Exception:  # noqa: BLE001  # the original error matters more; the message names the index
+        except Exception:  # the original error matters more; the message names the index
             progress.note(f"could not delete the unfinished index {new_index!r}; delete it by hand")
         raise
     progress.note(f"{store.index_name!r} is now an alias of {new_index!r}; the old index {old_index!r} is deleted")

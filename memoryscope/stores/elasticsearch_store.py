@@ -21,7 +21,12 @@ Times keep their microseconds in `_source`; `created_at`/`updated_at` are indexe
 nanosecond, the other times to the millisecond (see `_es_queries`).
 
 Every search, scan, count and delete-by-filter carries a `term` on `user_name` (plus the other
-filter fields set); no request this store sends can match another user's memories.
+filter fields set); no request this store sends can match another user's memories. Only the
+whole-index reads behind export, migration and re-embedding (`iter_all`, `user_counts`) span
+users.
+
+Re-embedding (`allow_model_change=True`, then `reembed`) copies the memories into a new index
+with the new model's vectors and swaps it in behind `index_name` as an alias (`_es_reembed`).
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ if TYPE_CHECKING:
 __all__ = ["ElasticsearchMemoryStore", "BulkWriteError"]
 
 _BULK_BATCH = 500  # documents per _bulk request (~2 MB with 384-d vectors)
+_USER_PAGE = 1000  # users per page of the composite aggregation in user_counts
 _UPDATABLE = frozenset(MemoryNode.__dataclass_fields__) - {"memory_id", "score"}
 _INDEX_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _INSTALL = 'pip install "memoryscope[elasticsearch]"'
@@ -536,7 +542,7 @@ class ElasticsearchMemoryStore(MemoryStore):
                 self._client.indices.refresh(index=self.index_name)
         counts: dict[str, int] = {}
         after: str | None = None
-        page = 1000
+        page = _USER_PAGE
         while True:
             with self._calling("counting memories per user"):
                 response = self._client.search(index=self.index_name, body=queries.user_counts_body(size=page, after_user=after))

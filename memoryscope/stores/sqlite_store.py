@@ -8,6 +8,8 @@
 - Keyword search: FTS5 `bm25()` over text pre-tokenized by `memoryscope.text.tokenize` (jieba
   for Chinese), scoped to the user by a per-user token.
 - Hybrid search: reciprocal rank fusion (k = 60) of the dense and keyword lists.
+- Re-embedding after a model change (`allow_model_change=True`, then `reembed`): resumable, in
+  a side table, switched in one transaction (`_sqlite_reembed`).
 The layout is in `_sqlite_schema`.
 """
 
@@ -374,7 +376,9 @@ class SqliteMemoryStore(MemoryStore):
             raise StoreError(f"reembed: batch_size must be a positive integer, got {batch_size!r}")
         name = self.embedding_model.model_name
         with self._connections.errors():
-            count = reembed_file(self._connections, name, self.dimension, self._passage_vectors, batch_size, progress or Progress())
+            count = reembed_file(
+                self._connections, name, self.dimension, self._passage_vectors, batch_size, progress or Progress()
+            )
         self._recorded = (name, self.dimension)
         self._cache.clear()
         return count

@@ -346,9 +346,7 @@ def filter_source(source: Mapping[str, Any], includes: Sequence[str] | None, exc
 # ---- aggregations ----------------------------------------------------------------------------------
 
 
-def aggregate(
-    aggs: Mapping[str, Any], documents: Sequence[Mapping[str, Any]], mappings: Mapping[str, Any]
-) -> dict[str, Any]:
+def aggregate(aggs: Mapping[str, Any], documents: Sequence[Mapping[str, Any]], mappings: Mapping[str, Any]) -> dict[str, Any]:
     """The `aggregations` of a response: `composite` of `terms` sources only."""
     if not isinstance(aggs, Mapping):
         raise QueryError("[aggs] must be an object")

@@ -15,7 +15,9 @@ real HTTP, and assert on what lands in the store::
 
 Faults: `garbage(worker, count)` answers that worker's next `count` requests (repair requests
 included) with chatter; `hold(worker)` makes its next request wait until `release()`, so a test
-can kill a process mid-run. `calls` counts requests per worker.
+can kill a process mid-run; `after(worker, action)` calls `action()` once that worker's next
+request is answered (e.g. `server.fail_next` to fail the requests after it). `calls` counts
+requests per worker.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import json
 import re
 import threading
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,6 +65,7 @@ class ConsolidationScript:
     _garbage: Counter[str] = field(default_factory=Counter)
     _held: dict[str, threading.Event] = field(default_factory=dict)
     reached: dict[str, threading.Event] = field(default_factory=dict)
+    _after: dict[str, Callable[[], None]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     # -- scripting --
@@ -88,6 +91,10 @@ class ConsolidationScript:
             self.reached[worker] = threading.Event()
             return self.reached[worker]
 
+    def after(self, worker: str, action: Callable[[], None]) -> None:
+        with self._lock:
+            self._after[worker] = action
+
     def release(self) -> None:
         with self._lock:
             for event in self._held.values():
@@ -110,16 +117,21 @@ class ConsolidationScript:
             garbage = self._garbage[worker] > 0
             if garbage:
                 self._garbage[worker] -= 1
+            action = self._after.pop(worker, None)
         if held is not None and reached is not None:
             reached.set()
             held.wait(timeout=30)
         if garbage or not worker:
-            return GARBAGE
-        if worker == "info_filter":
-            return self._scores(first)
-        if worker == "contra_repeat":
-            return self._verdicts(first)
-        return self._facts(first, with_time=worker == "get_observation_with_time")
+            answer = GARBAGE
+        elif worker == "info_filter":
+            answer = self._scores(first)
+        elif worker == "contra_repeat":
+            answer = self._verdicts(first)
+        else:
+            answer = self._facts(first, with_time=worker == "get_observation_with_time")
+        if action is not None:
+            action()
+        return answer
 
     def _lines(self, text: str) -> list[tuple[int, str]]:
         return [(int(match[1]), match[3]) for line in text.splitlines() if (match := _MESSAGE_LINE.match(line))]

@@ -294,7 +294,9 @@ class FakeElasticsearch:
         if not targets:
             return name
         if len(targets) > 1:
-            reason = f"alias [{name}] has more than one index associated with it {sorted(targets)}, can't execute a single index op"
+            reason = (
+                f"alias [{name}] has more than one index associated with it {sorted(targets)}, can't execute a single index op"
+            )
             raise _Failure(400, "illegal_argument_exception", reason)
         return next(iter(targets))
 
@@ -310,7 +312,9 @@ class FakeElasticsearch:
             ((kind, spec),) = action.items()
             index, alias = spec.get("index"), spec.get("alias")
             if kind in ("remove_index", "add") and index in aliases:
-                reason = f"The provided expression [{index}] matches an alias, specify the corresponding concrete indices instead."
+                reason = (
+                    f"The provided expression [{index}] matches an alias, specify the corresponding concrete indices instead."
+                )
                 raise _Failure(400, "illegal_argument_exception", reason)
             if index not in indices:
                 raise _Failure(404, "index_not_found_exception", f"no such index [{index}]")

@@ -17,6 +17,8 @@ a `reopen` hook::
 - `store`: a fresh, empty store built with that model, closed after the test.
 - `reopen(store, embedding_model)`: a second store over the same data built with another model
   (the suite closes it). Backends without one skip the tests that need it.
+- `reopen_to_reembed(store, embedding_model)`: the same, opened with `allow_model_change=True`
+  (the whole-store and re-embedding cases are in `_store_contract_whole`).
 
 Most tests pass precomputed vectors, so the suite stays fast; only the semantic tests embed.
 """
@@ -45,6 +47,7 @@ from memoryscope.testing._store_cases import (
     make_node,
     unit_vectors,
 )
+from memoryscope.testing._store_contract_whole import WholeStoreCases
 
 __all__ = ["BASE_TIME", "RenamedEmbedding", "StoreContract", "make_node", "unit_vectors"]
 
@@ -57,8 +60,8 @@ def _calls(model: EmbeddingModel) -> float:
     return model.usage.snapshot()["calls"]
 
 
-class StoreContract:
-    """Subclass with `store` and `embedding_model` fixtures (and optionally `reopen`)."""
+class StoreContract(WholeStoreCases):
+    """Subclass with `store` and `embedding_model` fixtures (and optionally `reopen`, `reopen_to_reembed`)."""
 
     ann = MemoryFilter(user_name="ann")
 

@@ -24,9 +24,7 @@ __all__ = ["add_transfer_commands"]
 
 def add_transfer_commands(subparsers: Any) -> None:
     """Add the four commands to `subparsers` (what `ArgumentParser.add_subparsers()` returned)."""
-    export = subparsers.add_parser(
-        "export", help="write a store's memories to a JSON lines file", description=_export.__doc__
-    )
+    export = subparsers.add_parser("export", help="write a store's memories to a JSON lines file", description=_export.__doc__)
     export.add_argument("--config", default="default", help="config name or YAML path (default: default)")
     export.add_argument("--out", required=True, help="file to write (`-` for stdout)")
     export.add_argument("--vectors", action="store_true", help="include each memory's vector")
@@ -123,9 +121,7 @@ def _migrate(args: argparse.Namespace) -> int:
     from memoryscope.progress import StderrProgress
     from memoryscope.transfer.stores import migrate
 
-    report = migrate(
-        args.from_config, args.to_config, batch_size=args.batch, progress=StderrProgress(), resume=not args.restart
-    )
+    report = migrate(args.from_config, args.to_config, batch_size=args.batch, progress=StderrProgress(), resume=not args.restart)
     print(
         f"migrated {report.total} memories of {len(report.users)} users in {report.seconds:.1f}s "
         f"({report.copied} written, {report.skipped} already there); counts verified",

@@ -194,6 +194,7 @@ def _vectors_usable(store: MemoryStore, header: _Header | None, progress: Progre
             f"the store embeds every memory again with {name!r} (dimension {dimension})"
         )
         return False
+    progress.note(f"the file's vectors are used: they were made by the store's model {name!r}")
     return True
 
 
@@ -240,7 +241,7 @@ def _lines(stream: TextIO, label: str) -> Iterator[tuple[int, Any]]:
     """(line number, parsed JSON) of every non-blank line."""
     number = 0
     try:
-        for number, text in enumerate(stream, start=1):  # noqa: B007  # `number` is read after the loop on a decode error
+        for number, text in enumerate(stream, start=1):  # `number` is read after the loop on a decode error
             if text.strip():
                 try:
                     yield number, json.loads(text)
@@ -266,7 +267,9 @@ def _check_file(stream: TextIO, label: str) -> tuple[_Header | None, int]:
         if _is_marker(record):
             if record.get("end") is True:
                 if record.get("count") != count:
-                    raise ImportFileError(label, number, f"the end line counts {record.get('count')} memories, the file has {count}")
+                    raise ImportFileError(
+                        label, number, f"the end line counts {record.get('count')} memories, the file has {count}"
+                    )
                 end_line = number
             elif first:
                 header = _header(record, label, number)
@@ -290,8 +293,12 @@ def _header(record: dict[str, Any], label: str, number: int) -> _Header:
     model, dimension = record.get("embedding_model"), record.get("dimension")
     if not isinstance(vectors, bool):
         raise ImportFileError(label, number, f"`vectors` must be true or false, got {vectors!r}")
-    if vectors and not (isinstance(model, str) and isinstance(dimension, int) and not isinstance(dimension, bool) and dimension > 0):
-        raise ImportFileError(label, number, "a file with vectors needs `embedding_model` (a name) and `dimension` (a positive integer)")
+    if vectors and not (
+        isinstance(model, str) and isinstance(dimension, int) and not isinstance(dimension, bool) and dimension > 0
+    ):
+        raise ImportFileError(
+            label, number, "a file with vectors needs `embedding_model` (a name) and `dimension` (a positive integer)"
+        )
     return _Header(model if isinstance(model, str) else None, dimension if isinstance(dimension, int) else None, vectors)
 
 

@@ -108,7 +108,9 @@ def migrate_stores(
     if copy_vectors:
         progress.note(f"vectors are copied: both stores use embedding model {name!r} (dimension {dimension})")
     else:
-        progress.note(f"the target embeds every memory with {name!r}: the source's vectors are from {source.recorded_embedding[0]!r}")
+        progress.note(
+            f"the target embeds every memory with {name!r}: the source's vectors are from {source.recorded_embedding[0]!r}"
+        )
     copied = skipped = 0
     for batch in source.iter_all(batch_size):
         todo = batch
@@ -178,9 +180,7 @@ def _same_place(first: MemoryStore, second: MemoryStore) -> bool:
     return places[0][1] is not None and places[0] == places[1]
 
 
-def reembed(
-    config: ConfigSource, *, batch_size: int = 256, progress: Progress | None = None, force: bool = False
-) -> int:
+def reembed(config: ConfigSource, *, batch_size: int = 256, progress: Progress | None = None, force: bool = False) -> int:
     """Embed every memory of the config's store with the config's embedding model; returns how many.
 
     Nothing is done (0) when the store's vectors are already that model's, unless `force`."""
@@ -191,8 +191,6 @@ def reembed(
         if recorded == current and not force:
             progress.note(f"the vectors are already made by {current[0]!r} (dimension {current[1]}); nothing to do")
             return 0
-        progress.note(
-            f"re-embedding with {current[0]!r} (dimension {current[1]}); the vectors were made by "
-            f"{recorded[0]!r} (dimension {recorded[1]})"
-        )
+        was = "the same model (forced)" if recorded == current else f"{recorded[0]!r} (dimension {recorded[1]})"
+        progress.note(f"re-embedding with {current[0]!r} (dimension {current[1]}); the vectors were made by {was}")
         return store.reembed(batch_size=batch_size, progress=progress)

@@ -525,6 +525,90 @@ def test_scan_past_the_result_window_walks_with_search_after(monkeypatch: pytest
         assert [n.memory_id for n in store.scan(ANN, limit=6, offset=0)] == [f"id-{i}" for i in range(9, 3, -1)]
 
 
+# ---- whole-index reads and re-embedding (export, migrate, reembed) ----------------------------------
+
+
+def test_iter_all_pages_every_user_by_memory_id(server: FakeElasticsearch, store: ElasticsearchMemoryStore) -> None:
+    store.upsert([node("c"), node("a", user_name="bob"), node("b")], vectors=np.asarray([E1, E2, E3]))
+    server.clear_requests()
+    assert [[n.memory_id for n in batch] for batch in store.iter_all(batch_size=2)] == [["a", "b"], ["c"]]
+    first, second = (request.body for request in server.requests_to("_search"))
+    assert first == {
+        "query": {"match_all": {}},
+        "sort": [{"memory_id": {"order": "asc"}}],
+        "size": 2,
+        "track_total_hits": False,
+        "_source": NO_VECTOR,
+    }
+    assert second == {**first, "search_after": ["b"]}
+    list(store.iter_all(batch_size=5, user_name="ann", after_id="b"))
+    assert last(server, "_search").body == {**first, "query": {"bool": {"filter": [USER_TERM]}}, "size": 5, "search_after": ["b"]}
+
+
+def test_user_counts_page_a_composite_aggregation(
+    server: FakeElasticsearch, store: ElasticsearchMemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("memoryscope.stores.elasticsearch_store._USER_PAGE", 2)
+    users = ["ann", "bob", "bob", "cy", "dan"]
+    store.upsert([node(f"id-{i}", user_name=user) for i, user in enumerate(users)], vectors=np.tile(E1, (5, 1)))
+    server.clear_requests()
+    assert store.user_counts() == {"ann": 1, "bob": 2, "cy": 1, "dan": 1}
+    bodies = [request.body for request in server.requests_to("_search")]
+    terms = [{"user_name": {"terms": {"field": "user_name"}}}]
+    assert bodies == [
+        {"size": 0, "track_total_hits": False, "aggs": {"users": {"composite": {"size": 2, "sources": terms}}}},
+        {"size": 0, "track_total_hits": False,
+         "aggs": {"users": {"composite": {"size": 2, "sources": terms, "after": {"user_name": "bob"}}}}},
+        {"size": 0, "track_total_hits": False,
+         "aggs": {"users": {"composite": {"size": 2, "sources": terms, "after": {"user_name": "dan"}}}}},
+    ]  # fmt: skip
+    assert not server.requests_to("_refresh")  # writes are visible already (refresh wait_for)
+
+
+def test_user_counts_refresh_first_when_writes_do_not(server: FakeElasticsearch, model: TableEmbedding) -> None:
+    with ElasticsearchMemoryStore(hosts=[server.url], index_name=INDEX, embedding_model=model, refresh="false") as store:
+        assert store.user_counts() == {}
+        assert [request.path for request in server.requests[-2:]] == [f"/{INDEX}/_refresh", f"/{INDEX}/_search"]
+
+
+def test_get_vectors_reads_only_the_vector(server: FakeElasticsearch, store: ElasticsearchMemoryStore) -> None:
+    store.upsert([node("a"), node("b"), node("z")], vectors=np.asarray([E1, [3.0, 4.0, 0.0, 0.0], [0.0] * 4]))
+    vectors = store.get_vectors(["b", "a", "missing", "z"])
+    assert set(vectors) == {"a", "b"}  # "z" has a zero vector, stored without one
+    np.testing.assert_allclose(vectors["b"], [0.6, 0.8, 0.0, 0.0], atol=1e-7)
+    request = last(server, "_mget")
+    assert (request.body, request.params) == ({"ids": ["b", "a", "missing", "z"]}, {"_source_includes": "vector"})
+
+
+def test_reembed_copies_into_a_new_index_and_swaps_an_alias_in(
+    server: FakeElasticsearch, store: ElasticsearchMemoryStore
+) -> None:
+    store.upsert([node("a", "likes green tea"), node("b", "has a cat")], vectors=np.asarray([E1, E2]))
+    renamed = TableEmbedding()
+    renamed.model_name = "table-4d-v2"
+    with ElasticsearchMemoryStore(
+        hosts=[server.url], index_name=INDEX, embedding_model=renamed, allow_model_change=True
+    ) as moving:
+        assert moving.recorded_embedding == ("table-4d", 4)
+        with pytest.raises(StoreError, match=r"opened to re-embed them with 'table-4d-v2': upsert waits until reembed\(\)"):
+            moving.upsert([node("c")])
+        server.clear_requests()
+        assert moving.reembed(batch_size=1) == 2
+        assert moving.recorded_embedding == ("table-4d-v2", 4)
+    [new_index] = server.index_names()
+    assert new_index.startswith(f"{INDEX}-reembed-")
+    created = next(r for r in server.requests if r.method == "PUT" and r.path == f"/{new_index}")
+    assert created.body["mappings"]["_meta"]["embedding_model"] == "table-4d-v2"
+    bulks = server.requests_to("_bulk")
+    assert [(r.path, r.params) for r in bulks] == [(f"/{new_index}/_bulk", {"refresh": "false"})] * 2
+    assert last(server, "_aliases").body == {
+        "actions": [{"remove_index": {"index": INDEX}}, {"add": {"index": new_index, "alias": INDEX}}]
+    }
+    # the new model's vectors ("has a cat" is E3 in the table; E2 was given at the upsert)
+    assert server.documents(INDEX) == {"a": document("a", vector=E1), "b": document("b", "has a cat", vector=E3)}
+    assert renamed.embedded == ["likes green tea", "has a cat"]
+
+
 # ---- errors ----------------------------------------------------------------------------------------
 
 
@@ -662,3 +746,10 @@ class TestStoreContractOnFakeServer(StoreContract):
             reopened.close()
             raise
         return reopened
+
+    def reopen_to_reembed(self, store: MemoryStore, embedding_model: EmbeddingModel) -> MemoryStore:
+        if not isinstance(store, ElasticsearchMemoryStore):
+            raise TypeError(f"expected an ElasticsearchMemoryStore, got {type(store).__name__}")
+        return ElasticsearchMemoryStore(
+            hosts=store.hosts, index_name=store.index_name, embedding_model=embedding_model, allow_model_change=True
+        )

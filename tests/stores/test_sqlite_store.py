@@ -16,6 +16,7 @@ import pytest
 from pydantic import ValidationError
 
 from memoryscope.errors import StoreError
+from memoryscope.models.base import EmbeddingModel
 from memoryscope.models.embedding.local_embedding import LocalEmbedding
 from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode
 from memoryscope.stores.sqlite_store import SqliteMemoryStore
@@ -45,6 +46,11 @@ class TestSqliteStoreContract(StoreContract):
         if not isinstance(store, SqliteMemoryStore):
             raise TypeError(f"expected a SqliteMemoryStore, got {type(store).__name__}")
         return SqliteMemoryStore(path=store.path, embedding_model=embedding_model)
+
+    def reopen_to_reembed(self, store: MemoryStore, embedding_model: EmbeddingModel) -> MemoryStore:
+        if not isinstance(store, SqliteMemoryStore):
+            raise TypeError(f"expected a SqliteMemoryStore, got {type(store).__name__}")
+        return SqliteMemoryStore(path=store.path, embedding_model=embedding_model, allow_model_change=True)
 
 
 def _top(store: SqliteMemoryStore, vector: np.ndarray, memory_filter: MemoryFilter = ANN) -> tuple[str, float]:

@@ -50,7 +50,9 @@ def script(server: FakeOpenAIServer) -> ConsolidationScript:
 
 
 def worker(server: FakeOpenAIServer, name: str, language: str = "en", **params: Any) -> Worker:
-    model = OpenAILikeGeneration(OpenAILikeGeneration.Params(model_name="qwen", api_base=server.base_url, max_retries=0, timeout=5.0))
+    model = OpenAILikeGeneration(
+        OpenAILikeGeneration.Params(model_name="qwen", api_base=server.base_url, max_retries=0, timeout=5.0)
+    )
     env = make_env(models={"generation_model": model}, timezone="Asia/Shanghai", language=language)
     return build_worker(name, params, env)
 

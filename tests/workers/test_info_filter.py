@@ -45,7 +45,9 @@ def script(server: FakeOpenAIServer) -> ConsolidationScript:
 
 
 def env_for(server: FakeOpenAIServer, store: Any, language: str = "en") -> Any:
-    model = OpenAILikeGeneration(OpenAILikeGeneration.Params(model_name="qwen", api_base=server.base_url, max_retries=0, timeout=5.0))
+    model = OpenAILikeGeneration(
+        OpenAILikeGeneration.Params(model_name="qwen", api_base=server.base_url, max_retries=0, timeout=5.0)
+    )
     return make_env(store=store, models={"generation_model": model}, timezone="Asia/Shanghai", language=language)
 
 
@@ -83,7 +85,9 @@ def test_scores_every_pending_user_message_in_one_call(server: FakeOpenAIServer,
     assert ctx.details["info_filter"]["scored"] == 4 and ctx.details["info_filter"]["llm_calls"] == 1
 
 
-def test_no_pending_messages_stops_the_workflow_without_a_call(server: FakeOpenAIServer, script: ConsolidationScript, store: Any) -> None:
+def test_no_pending_messages_stops_the_workflow_without_a_call(
+    server: FakeOpenAIServer, script: ConsolidationScript, store: Any
+) -> None:
     remember(store, "I play the guitar every evening", user="bob")  # another user's message
     ctx = run(build_worker("info_filter", {}, env_for(server, store)))
     assert ctx.stop_reason == "no new messages" and ctx.result == "no new messages"
@@ -114,7 +118,10 @@ def test_preserved_scores_accept_the_0_1_string_and_are_checked(
 ) -> None:
     remember(store, "I play the guitar every evening", "I'm a bit tired today", "Write me a poem about dragons")
     ctx = run(build_worker("info_filter", {"preserved_scores": "1,3"}, env_for(server, store)))
-    assert [node.content for node in ctx.informative_messages] == ["I play the guitar every evening", "Write me a poem about dragons"]
+    assert [node.content for node in ctx.informative_messages] == [
+        "I play the guitar every evening",
+        "Write me a poem about dragons",
+    ]
     with pytest.raises(ConfigError, match=r"worker\.info_filter\.preserved_scores"):
         build_worker("info_filter", {"preserved_scores": [2, 5]}, env_for(server, store))
     with pytest.raises(ConfigError, match=r"worker\.info_filter\.info_filter_msg_max_sise"):
@@ -166,7 +173,9 @@ def test_calls_do_not_grow_with_messages_until_the_prompt_budget_is_full(
     assert len(ctx.informative_messages) == 40  # every chunk numbered from 1, mapped back correctly
 
 
-def test_long_messages_keep_head_and_tail_in_the_prompt(server: FakeOpenAIServer, script: ConsolidationScript, store: Any) -> None:
+def test_long_messages_keep_head_and_tail_in_the_prompt(
+    server: FakeOpenAIServer, script: ConsolidationScript, store: Any
+) -> None:
     remember(store, "I live in Hangzhou " + "and so on " * 100 + "and I have two cats")
     run(build_worker("info_filter", {"info_filter_msg_max_size": 60}, env_for(server, store)))
     prompt = chats(server)[0].body["messages"][-1]["content"]
@@ -183,7 +192,10 @@ def test_chinese_prompts_and_messages(server: FakeOpenAIServer, store: Any) -> N
     ctx = run(build_worker("info_filter", {}, env_for(server, store, language="zh")), user="小王")
     assert [node.content for node in ctx.informative_messages] == ["我每天晚上都弹吉他"]
     request = chats(server)[0].body["messages"]
-    assert request[-1]["content"].startswith("句子：") and "1 [2024-10-26 21:00:00 周六] 小王：我每天晚上都弹吉他" in request[-1]["content"]
+    assert (
+        request[-1]["content"].startswith("句子：")
+        and "1 [2024-10-26 21:00:00 周六] 小王：我每天晚上都弹吉他" in request[-1]["content"]
+    )
     assert "打分" in request[0]["content"]
 
 
