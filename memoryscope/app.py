@@ -20,6 +20,7 @@ from memoryscope.env import Env
 from memoryscope.errors import ConfigError
 from memoryscope.service import MemoryService, Operation
 from memoryscope.stores.base import MemoryStore
+from memoryscope.stores.factory import build_store
 from memoryscope.worker import WORKERS, Worker
 from memoryscope.workflow import WorkflowRunner
 
@@ -117,11 +118,7 @@ class MemoryScope:
         spec = self.config.store
         if spec is None:
             return None
-        values = spec.params.model_dump()
-        key = values.pop("embedding_model", None)
-        if key is not None:
-            values["embedding_model"] = self.models[key]
-        return spec.cls(**values)
+        return build_store(spec, self.models.__getitem__)
 
     def _build_workers(self) -> dict[str, Worker]:
         """Every worker some workflow uses, built and bound once, shared by all runs."""

@@ -1,4 +1,4 @@
-"""The `memoryscope` command: check-config, demo, run, chat (export and import come with their issue)."""
+"""The `memoryscope` command: check-config, demo, run, chat, export, import, migrate, reembed."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 from collections.abc import Sequence
 
 from memoryscope.errors import MemoryScopeError
+from memoryscope.transfer.commands import add_transfer_commands
 
 __all__ = ["main"]
 
@@ -56,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--no-stream", action="store_true", help="print each reply whole instead of as it comes")
     chat.add_argument("-y", "--yes", action="store_true", help="do not ask before /delete_all")
     chat.set_defaults(handler=_chat)
+    add_transfer_commands(commands)
     return parser
 
 

@@ -306,7 +306,10 @@ worker:
     long_contra_repeat_threshold: 0.5
 model:
   generation_model: {class: core.models.llama_index_generation_model, module_name: openai_generation, model_name: gpt-4o-mini}
-  embedding_model: {class: core.models.llama_index_embedding_model, module_name: openai_embedding, model_name: text-embedding-3-small}
+  embedding_model:
+    class: core.models.llama_index_embedding_model
+    module_name: openai_embedding
+    model_name: text-embedding-3-small
   rank_model: {class: core.models.llama_index_rank_model, module_name: dashscope_rank, model_name: gte-rerank, top_n: 500}
 memory_store:
   class: core.storage.llama_index_es_memory_store

@@ -70,7 +70,9 @@ class LongContraRepeatWorker(Worker):
         )
         long_contra_repeat_top_k: int = Field(10, ge=1, description="Most similar older memories fetched per new fact.")
         long_contra_repeat_threshold: float = Field(
-            0.5, description="Compare only older memories at least this similar (cosine) to a new fact."
+            0.3,
+            description="Compare only older memories at least this similar (cosine) to a new fact; "
+            "the budget and the top-k bound the comparison anyway, so lean low.",
         )
         max_prompt_tokens: int = Field(4000, ge=300, description="Token budget for the facts and memories in the prompt.")
 

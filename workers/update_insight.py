@@ -158,12 +158,15 @@ class UpdateInsightWorker(Worker):
     def _choose(self, subjects: Sequence[_Subject], observations: Sequence[MemoryNode]) -> list[_Subject]:
         scores = self._relevance(subjects, observations)
         best_subject = scores.argmax(axis=0)  # for each observation, the subject it tells most about
+        # An observation that scores the same for every subject tells nothing about which: all may use it.
+        undecided = scores.max(axis=0) - scores.min(axis=0) <= 1e-9
+        threshold = self.params.update_insight_threshold
         chosen: list[_Subject] = []
         for row, subject in enumerate(subjects):
             picked = [
                 column
                 for column in range(len(observations))
-                if scores[row, column] >= self.params.update_insight_threshold or best_subject[column] == row
+                if scores[row, column] >= threshold or best_subject[column] == row or undecided[column]
             ]
             picked.sort(key=lambda column: scores[row, column], reverse=True)
             picked = picked[: self.params.update_insight_obs_top_k]

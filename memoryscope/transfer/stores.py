@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from memoryscope.errors import ConfigError, StoreError
 from memoryscope.memory import MemoryNode
 from memoryscope.progress import Progress
 from memoryscope.stores.base import MemoryStore
+from memoryscope.stores.factory import build_store
 
 __all__ = ["MigrationReport", "open_store", "migrate", "migrate_stores", "reembed"]
 
@@ -59,17 +59,8 @@ def open_store(
     spec = loaded.store
     if spec is None:
         raise ConfigError([("memory_store", "this config has no memory store")], source=loaded.source)
-    values = spec.params.model_dump()
-    key = values.pop("embedding_model", None)
-    if key is not None:
-        model = loaded.models[key]  # the reference was checked when the config was validated
-        values["embedding_model"] = model.cls(model.params)
-    if allow_model_change:
-        if "allow_model_change" not in inspect.signature(spec.cls).parameters:
-            raise StoreError(f"{spec.where}: {spec.cls.__name__} cannot be opened to re-embed its memories")
-        values["allow_model_change"] = True
-    store: MemoryStore = spec.cls(**values)
-    return store
+    models = loaded.models
+    return build_store(spec, lambda key: models[key].cls(models[key].params), allow_model_change=allow_model_change)
 
 
 def migrate(

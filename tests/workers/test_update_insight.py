@@ -349,3 +349,25 @@ def test_new_insight_id_is_stable_across_key_spellings_and_scoped() -> None:
 )
 def test_parse_values(reply: str, expected: dict[int, str] | None) -> None:
     assert parse_values(reply, ["hobby", "job"]) == expected
+
+
+def test_with_neither_embedding_nor_ranker_keywords_decide_and_the_rest_is_shared(
+    make_node: Make, llm: OpenAILikeGeneration, server: FakeOpenAIServer
+) -> None:
+    server.add_rule("Attributes of user", valuer(VALUES_EN))
+    env = make_env(models={"generation_model": llm}, enable_ranker=False, timezone="Asia/Shanghai")  # no store, no embedding
+    worker = build_worker("update_insight", {"rank_model": None}, env)
+    home = make_node("user's home city: Beijing", memory_type="insight", key="home city", value="Beijing")
+    ctx = MemoryContext(
+        user_name="user",
+        unreflected_observations=observations(make_node, OBSERVATIONS_EN),
+        insights=(home,),
+        insight_subjects=("hobby",),
+    )
+    worker.run(ctx)
+    body = chats(server)[0].body
+    texts = observation_texts(body)
+    shown = {key: [texts[label] for label in labels] for key, labels in attributes(body).values()}
+    assert "Beijing" in shown["home city"][0]
+    assert len(shown["hobby"]) == len(OBSERVATIONS_EN) - 1  # all but the one that is about the home city
+    assert {node.key: node.value for node in ctx.updated_insights} == {"hobby": "playing the guitar", "home city": "Hangzhou"}
