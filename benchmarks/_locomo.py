@@ -62,6 +62,12 @@ class Turn:
         """What is stored: the text, and for an image turn what the image shows."""
         return f"{self.text} [image: {self.caption}]" if self.caption else self.text
 
+    @property
+    def said(self) -> str:
+        """The turn as the LoCoMo paper's retrievers index it: `Ann said, "..." and shared <caption>.`"""
+        shared = f" and shared {self.caption}." if self.caption else ""
+        return f'{self.speaker} said, "{self.text}"{shared}'
+
 
 @dataclass(frozen=True)
 class Question:

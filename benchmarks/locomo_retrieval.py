@@ -234,11 +234,11 @@ def _baselines(conversations: Sequence[Conversation], ks: Sequence[int]) -> dict
         turns = conversation.turns
         questions = [q for q in conversation.questions if q.category in CATEGORIES]
         passages = np.concatenate(
-            [model.embed_passages([t.content for t in turns[i : i + 64]]) for i in range(0, len(turns), 64)]
+            [model.embed_passages([t.said for t in turns[i : i + 64]]) for i in range(0, len(turns), 64)]
         )
         progress.advance(len(turns))
         query_vectors = model.embed_queries([q.text for q in questions])
-        rankings = baseline_rankings([t.content for t in turns], passages, [q.text for q in questions], query_vectors)
+        rankings = baseline_rankings([t.said for t in turns], passages, [q.text for q in questions], query_vectors)
         for name, per_question in rankings.items():
             for question, order in zip(questions, per_question, strict=True):
                 ranked = [[turns[index].dia_id] for index in order[: max(ks)]]

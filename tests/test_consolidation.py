@@ -317,7 +317,7 @@ def test_a_run_killed_midway_loses_nothing_and_the_rerun_adds_nothing_twice(
     memory.tell(*MORNING_TALK, start=MORNING)
     memory.tell(*EVENING_TALK)
     reached = script.hold("contra_repeat")
-    env = {**os.environ, "PYTHONWARNINGS": "ignore", "OPENBLAS_NUM_THREADS": "1"}
+    env = {**os.environ, "PYTHONWARNINGS": "ignore", "OMP_WAIT_POLICY": "PASSIVE"}
     process = subprocess.Popen(
         [sys.executable, "-c", _KILLED_RUN, str(tmp_path / "memories.db"), server.base_url, str(Path(__file__).parent)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,

@@ -163,3 +163,23 @@ class MemoryStore(ABC):
 
 
 STORES: Registry[type[MemoryStore]] = Registry("memory store", MemoryStore, ("memoryscope.stores",))
+
+
+def unit_rows(vectors: Any, count: int, dimension: int, model_name: str, what: str) -> np.ndarray:
+    """`vectors` as a (count, dimension) float32 matrix of unit rows (zero rows stay zero).
+
+    Every store checks vectors it is given or gets from its model the same way; `what` and
+    `model_name` make the error say which vectors were wrong and what was expected.
+    """
+    matrix = np.asarray(vectors, dtype=np.float32)
+    if matrix.ndim == 1 and count == 1:
+        matrix = matrix.reshape(1, -1)
+    if matrix.shape != (count, dimension):
+        raise StoreError(
+            f"{what}: expected shape ({count}, {dimension}) for {count} memories and embedding model "
+            f"{model_name!r}, got {matrix.shape}"
+        )
+    if not np.isfinite(matrix).all():
+        raise StoreError(f"{what}: vectors contain NaN or infinite values")
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix / np.where(norms > 0, norms, 1.0)

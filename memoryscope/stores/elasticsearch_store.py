@@ -45,7 +45,7 @@ from memoryscope.memory import MemoryNode, utc_now
 from memoryscope.models.base import EmbeddingModel
 from memoryscope.stores import _es_connection as connection
 from memoryscope.stores import _es_queries as queries
-from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode
+from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode, unit_rows
 from memoryscope.stores.fusion import reciprocal_rank_fusion
 
 if TYPE_CHECKING:
@@ -354,19 +354,7 @@ class ElasticsearchMemoryStore(MemoryStore):
         return BulkWriteError(message, failed, written)
 
     def _unit_rows(self, vectors: Any, count: int, what: str) -> np.ndarray:
-        """`vectors` as a (count, dimension) float32 matrix of unit rows (zero rows stay zero)."""
-        matrix = np.asarray(vectors, dtype=np.float32)
-        if matrix.ndim == 1 and count == 1:
-            matrix = matrix.reshape(1, -1)
-        if matrix.shape != (count, self.dimension):
-            raise StoreError(
-                f"{what}: expected shape ({count}, {self.dimension}) for {count} memories and embedding model "
-                f"{self.embedding_model.model_name!r}, got {matrix.shape}"
-            )
-        if not np.isfinite(matrix).all():
-            raise StoreError(f"{what}: vectors contain NaN or infinite values")
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        return matrix / np.where(norms > 0, norms, 1.0)
+        return unit_rows(vectors, count, self.dimension, self.embedding_model.model_name, what)
 
     def update(self, memory_id: str, **changes: Any) -> MemoryNode:
         """Change fields of one node; `updated_at` becomes now unless given.

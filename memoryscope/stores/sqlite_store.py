@@ -41,7 +41,7 @@ from memoryscope.stores._sqlite_schema import (
     scope_token,
     validate_filter,
 )
-from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode
+from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode, unit_rows
 from memoryscope.stores.fusion import reciprocal_rank_fusion
 from memoryscope.text import content_words, tokenize
 
@@ -238,19 +238,7 @@ class SqliteMemoryStore(MemoryStore):
         return self._unit_rows(self.embedding_model.embed_passages(texts), len(texts), "embedding model output")
 
     def _unit_rows(self, vectors: Any, count: int, what: str) -> np.ndarray:
-        """`vectors` as a (count, dimension) float32 matrix of unit rows (zero rows stay zero)."""
-        matrix = np.asarray(vectors, dtype=np.float32)
-        if matrix.ndim == 1 and count == 1:
-            matrix = matrix.reshape(1, -1)
-        if matrix.shape != (count, self.dimension):
-            raise StoreError(
-                f"{what}: expected shape ({count}, {self.dimension}) for {count} memories and embedding model "
-                f"{self.embedding_model.model_name!r}, got {matrix.shape}"
-            )
-        if not np.isfinite(matrix).all():
-            raise StoreError(f"{what}: vectors contain NaN or infinite values")
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        return matrix / np.where(norms > 0, norms, 1.0)
+        return unit_rows(vectors, count, self.dimension, self.embedding_model.model_name, what)
 
     def update(self, memory_id: str, **changes: Any) -> MemoryNode:
         self._require_current_model("update")
