@@ -51,11 +51,20 @@ def _ingest(scope: MemoryScope, conversation: dict[str, Any], echo: Callable[[st
         result = service.run_operation("read_message", user, messages=messages)
         stored = result.context.details.get("stored_messages", len(messages))
         echo(f"  [{number}/{len(sessions)}] {when:%Y-%m-%d}: stored {stored} messages")
+    if not scope.has_generation_model:
+        echo("  (no LLM configured: messages stay conversation memories; set MEMORYSCOPE_LLM_API_BASE to consolidate)")
+        return
+    # The scheduler consolidates in the background as messages arrive; let it finish, then run
+    # both backend operations on demand for whatever is left.
+    service.scheduler.wait_idle(timeout=600)
     for operation in ("consolidate_memory", "reflect_and_reconsolidate"):
-        if operation in service.operations and scope.has_generation_model:
+        if operation in service.operations:
             echo(f"  running {operation} ...")
             outcome = service.run_operation(operation, user)
             echo(f"  {operation}: {outcome.context.result or outcome.stopped or 'done'}")
+    listing = service.run_operation("list_memory", user) if "list_memory" in service.operations else None
+    if listing is not None and listing.context.result:
+        echo("\nWhat MemoryScope now knows:\n" + listing.context.result)
 
 
 def _answer(scope: MemoryScope, conversation: dict[str, Any], top: int, echo: Callable[[str], None]) -> None:

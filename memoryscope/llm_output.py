@@ -12,18 +12,20 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 from memoryscope.models.base import ChatMessage, GenerationModel
 
-__all__ = ["extract_json", "numbered_lines", "ask", "REPAIR_INSTRUCTIONS"]
+__all__ = ["extract_json", "iter_json", "numbered_lines", "ask", "REPAIR_INSTRUCTIONS"]
 
 logger = logging.getLogger("memoryscope.llm_output")
 
 T = TypeVar("T")
 
-_FENCE = re.compile(r"```(?:json|JSON|yaml)?\s*\n?(.*?)```", re.DOTALL)
+_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
+_OPENING = re.compile(r"[\[{]")
+_DECODER = json.JSONDecoder()
 _NUMBERED = re.compile(r"^\s*(?:[-*]\s*)?[\[(（【]?\s*(\d+)\s*[\])）】.:：、]\s*(.*?)\s*$")
 
 REPAIR_INSTRUCTIONS = {
@@ -32,48 +34,21 @@ REPAIR_INSTRUCTIONS = {
 }
 
 
-def extract_json(text: str) -> Any | None:
-    """The first JSON object or array in `text` (inside code fences or chatter), or None."""
+def iter_json(text: str) -> Iterator[Any]:
+    """Every JSON value that starts at a `{` or `[` of `text`, code-fenced parts first, in order."""
     candidates = [match.group(1) for match in _FENCE.finditer(text)] + [text]
     for candidate in candidates:
-        for opening in ("{", "["):
-            start = candidate.find(opening)
-            while start != -1:
-                end = _matching_close(candidate, start)
-                if end is None:
-                    break
-                try:
-                    return json.loads(candidate[start : end + 1])
-                except json.JSONDecodeError:
-                    start = candidate.find(opening, start + 1)
-    return None
+        for opening in _OPENING.finditer(candidate):
+            try:
+                value, _ = _DECODER.raw_decode(candidate, opening.start())
+            except ValueError:
+                continue
+            yield value
 
 
-def _matching_close(text: str, start: int) -> int | None:
-    """Index of the bracket closing the one at `start`, skipping strings; None if unbalanced."""
-    pairs = {"{": "}", "[": "]"}
-    stack: list[str] = []
-    in_string = False
-    escaped = False
-    for index in range(start, len(text)):
-        char = text[index]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in pairs:
-            stack.append(pairs[char])
-        elif char in "}]":
-            if not stack or stack.pop() != char:
-                return None
-            if not stack:
-                return index
-    return None
+def extract_json(text: str) -> Any | None:
+    """The first JSON object or array in `text` (inside code fences or chatter), or None."""
+    return next(iter_json(text), None)
 
 
 def numbered_lines(text: str) -> dict[int, str]:

@@ -34,6 +34,19 @@ class Operation:
     def description(self) -> str:
         return str(self.params.description)
 
+    @property
+    def unavailable(self) -> str:
+        """Why a backend operation cannot do its work here ("" when it can).
+
+        A backend workflow with LLM steps skipped (no LLM configured) would still load and store,
+        marking messages consolidated or observations reflected that were never looked at; it is
+        not run at all instead, so everything stays pending until an LLM is configured.
+        """
+        skipped = sorted(self.runner.skipped_workers)
+        if self.backend and skipped:
+            return f"{self.name} needs an LLM (steps {', '.join(skipped)}); none is configured, so it is skipped"
+        return ""
+
 
 class MemoryService:
     """Holds the operations of one `memory_service:` entry, runs them, and owns their scheduler.
@@ -76,7 +89,7 @@ class MemoryService:
         self._closed = threading.Event()
         self.scheduler = Scheduler(
             name,
-            self.operations,
+            {op_name: op for op_name, op in self.operations.items() if not op.unavailable},
             store,
             enabled=params.enable_scheduler,
             threads=params.scheduler_threads,
@@ -104,6 +117,8 @@ class MemoryService:
                 f"unknown inputs {unknown} for operation {name!r}; known: {sorted(CALLER_FIELDS - {'user_name'})}"
             )
         context = MemoryContext(user_name=user_name, **caller_fields)
+        if operation.unavailable:
+            return RunResult(context=context, timings=(), stopped=operation.unavailable, total_seconds=0.0)
         # a backend operation runs through the scheduler: one per user at a time, and recorded
         result = self.scheduler.run_now(operation, context) if operation.backend else operation.runner.run(context)
         if context.messages and result.context.details.get("stored_messages", 1):

@@ -16,7 +16,6 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from memoryscope.workers._insight import insight_id
 
 from memoryscope.config import load_config
 from memoryscope.context import CALLER_FIELDS, MemoryContext
@@ -29,6 +28,7 @@ from memoryscope.stores.sqlite_store import SqliteMemoryStore
 from memoryscope.testing.builders import build_worker, make_env
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 from memoryscope.testing.reflection_script import ReflectionScript
+from memoryscope.workers._insight import insight_id
 from memoryscope.workflow import RunResult, WorkflowRunner, parse_workflow, validate_plan
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")

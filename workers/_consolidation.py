@@ -5,7 +5,6 @@ Not a worker (the leading underscore keeps the registry from importing it as one
 
 from __future__ import annotations
 
-import json
 import re
 import unicodedata
 import uuid
@@ -16,7 +15,7 @@ from zoneinfo import ZoneInfo
 
 from memoryscope.context import MemoryContext
 from memoryscope.errors import MemoryScopeError
-from memoryscope.llm_output import ask
+from memoryscope.llm_output import ask, iter_json
 from memoryscope.memory import MemoryNode, format_time
 from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.timeparse import find_time_expressions, has_unresolved_time_word
@@ -42,7 +41,6 @@ T = TypeVar("T")
 # Fixed, so an observation gets the same id in every process and every run (a redo adds nothing).
 _OBSERVATION_NAMESPACE = uuid.UUID("6d656d6f-7279-5363-6f70-652d6f627376")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]")
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
 
 # What an LLM writes instead of a fact when it has none: never stored.
 NONE_WORDS = frozenset(
@@ -131,26 +129,19 @@ def json_items(text: str) -> list[Any] | None:
     Prefers an array of objects; an object holding such an array (`{"observations": [...]}`)
     counts too, and a lone object is one item. `[]` means "no items" and is a valid answer.
     """
-    decoder = json.JSONDecoder()
-    candidates = [match.group(1) for match in _FENCE.finditer(text)] + [text]
     empty_seen = False
     single: dict[str, Any] | None = None
-    for candidate in candidates:
-        for opening in re.finditer(r"[\[{]", candidate):
-            try:
-                value, _ = decoder.raw_decode(candidate, opening.start())
-            except ValueError:
+    for value in iter_json(text):
+        if isinstance(value, dict):
+            inner = next((item for item in value.values() if isinstance(item, list)), None)
+            if inner is None:
+                single = single if single is not None else value
                 continue
-            if isinstance(value, dict):
-                inner = next((item for item in value.values() if isinstance(item, list)), None)
-                if inner is None:
-                    single = single if single is not None else value
-                    continue
-                value = inner
-            if isinstance(value, list):
-                if value and all(isinstance(item, dict) for item in value):
-                    return value
-                empty_seen = empty_seen or not value
+            value = inner
+        if isinstance(value, list):
+            if value and all(isinstance(item, dict) for item in value):
+                return value
+            empty_seen = empty_seen or not value
     if empty_seen:
         return []
     return [single] if single is not None else None

@@ -9,7 +9,6 @@ reflecting twice on the same facts (after a crash, say) rewrites one node instea
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from collections.abc import Sequence
@@ -17,7 +16,7 @@ from typing import Any
 
 from memoryscope.context import MemoryContext
 from memoryscope.errors import ConfigError
-from memoryscope.llm_output import numbered_lines
+from memoryscope.llm_output import extract_json, numbered_lines
 from memoryscope.models.base import GenerationModel
 from memoryscope.models.token_count import count_tokens
 
@@ -30,7 +29,6 @@ __all__ = [
     "is_unknown",
     "normalize_value",
     "clean_value",
-    "first_json",
     "fit_in_budget",
     "require_model",
     "parse_values",
@@ -62,9 +60,6 @@ _UNKNOWN = frozenset(
         "暂无",
     }
 )
-_FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.DOTALL)
-_OPENING = re.compile(r"[\[{]")
-_DECODER = json.JSONDecoder()
 _INSIGHT_FORMAT = {"en": "{person}'s {key}: {value}", "zh": "{person}的{key}：{value}"}
 _SUBJECT_FORMAT = {"en": "{person}'s {key}", "zh": "{person}的{key}"}
 
@@ -111,23 +106,6 @@ def normalize_value(value: str) -> str:
     return " ".join(value.strip(_EDGE_MARKS).casefold().split())
 
 
-def first_json(text: str) -> Any | None:
-    """The first JSON array or object in `text` (code fences first, then the whole text), or None.
-
-    Unlike `memoryscope.llm_output.extract_json`, which looks for an object before an array,
-    this takes whichever comes first, so `[{"old": 1}, {"old": 2}]` is the whole array.
-    """
-    candidates = [match.group(1) for match in _FENCE.finditer(text)] + [text]
-    for candidate in candidates:
-        for opening in _OPENING.finditer(candidate):
-            try:
-                value, _ = _DECODER.raw_decode(candidate, opening.start())
-            except ValueError:
-                continue
-            return value
-    return None
-
-
 def fit_in_budget(lines: Sequence[str], budget: int) -> int:
     """How many of `lines`, taken in order, fit in `budget` tokens (at least one, if any)."""
     used = 0
@@ -156,7 +134,7 @@ def parse_values(reply: str, keys: Sequence[str]) -> dict[int, str] | None:
     objects, a list of plain values in order, or numbered lines `1. guitar`, all inside code
     fences or chatter. Attributes the reply leaves out are missing from the result.
     """
-    found = first_json(reply)
+    found = extract_json(reply)
     values: dict[int, str] = {}
     if isinstance(found, dict):
         nested = found.get("values") or found.get("attributes")

@@ -11,7 +11,6 @@ from datetime import datetime
 from typing import Any, ClassVar, Literal
 from zoneinfo import ZoneInfo
 
-from memoryscope.workers._consolidation import json_items, normalise, require_model, subject_name
 from pydantic import Field
 
 from memoryscope.context import MemoryContext
@@ -22,6 +21,7 @@ from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.prompts import load_prompts
 from memoryscope.text import content_words
 from memoryscope.worker import Worker, WorkerParams, register_worker
+from memoryscope.workers._consolidation import json_items, normalise, require_model, subject_name
 
 __all__ = ["ContraRepeatWorker", "parse_decisions", "Decision"]
 

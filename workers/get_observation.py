@@ -9,6 +9,14 @@ from datetime import datetime
 from typing import Any, ClassVar
 from zoneinfo import ZoneInfo
 
+from pydantic import Field
+
+from memoryscope.context import MemoryContext
+from memoryscope.env import Env
+from memoryscope.memory import MemoryNode, MemoryType, format_time
+from memoryscope.models.base import ChatMessage, GenerationModel
+from memoryscope.prompts import load_prompts
+from memoryscope.worker import Worker, WorkerParams, register_worker
 from memoryscope.workers._consolidation import (
     NONE_WORDS,
     ask_in_chunks,
@@ -23,14 +31,6 @@ from memoryscope.workers._consolidation import (
     subject_name,
     truncate_middle,
 )
-from pydantic import Field
-
-from memoryscope.context import MemoryContext
-from memoryscope.env import Env
-from memoryscope.memory import MemoryNode, MemoryType, format_time
-from memoryscope.models.base import ChatMessage, GenerationModel
-from memoryscope.prompts import load_prompts
-from memoryscope.worker import Worker, WorkerParams, register_worker
 
 __all__ = ["GetObservationWorker", "ObservationParams", "parse_observations"]
 

@@ -6,8 +6,6 @@ import re
 from datetime import date, datetime
 from typing import Any, ClassVar
 
-from memoryscope.workers._consolidation import local_time, mentions_time
-from memoryscope.workers.get_observation import GetObservationWorker, ObservationParams
 from pydantic import Field
 
 from memoryscope.context import MemoryContext
@@ -15,6 +13,8 @@ from memoryscope.memory import MemoryNode
 from memoryscope.timeparse import find_time_expressions
 from memoryscope.timeparse.calendar_math import at
 from memoryscope.worker import register_worker
+from memoryscope.workers._consolidation import local_time, mentions_time
+from memoryscope.workers.get_observation import GetObservationWorker, ObservationParams
 
 __all__ = ["GetObservationWithTimeWorker", "parse_llm_date"]
 

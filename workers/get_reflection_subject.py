@@ -10,13 +10,13 @@ from pydantic import Field
 
 from memoryscope.context import MemoryContext
 from memoryscope.env import Env
-from memoryscope.llm_output import ask
+from memoryscope.llm_output import ask, extract_json
 from memoryscope.memory import MemoryNode
 from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.prompts import load_prompts
 from memoryscope.worker import Worker, WorkerParams, register_worker
 
-from ._insight import clean_value, first_json, fit_in_budget, is_unknown, normalize_key, person, require_model
+from ._insight import clean_value, fit_in_budget, is_unknown, normalize_key, person, require_model
 
 __all__ = ["GetReflectionSubjectWorker", "parse_subjects"]
 
@@ -117,7 +117,7 @@ class GetReflectionSubjectWorker(Worker):
 def parse_subjects(reply: str) -> list[str] | None:
     """The subjects in `["hobby", "pet"]` (or `{"subjects": [...]}`, in fences or chatter); `[]`
     for an explicit "none"/"无"; None when the reply holds no such list."""
-    found = first_json(reply)
+    found = extract_json(reply)
     if isinstance(found, dict):
         found = next((value for value in found.values() if isinstance(value, list)), None)
     if isinstance(found, list):

@@ -8,15 +8,6 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 from zoneinfo import ZoneInfo
 
-from memoryscope.workers._consolidation import (
-    ask_in_chunks,
-    chunks_within_budget,
-    estimate_tokens,
-    json_items,
-    require_model,
-    shown_line,
-    subject_name,
-)
 from pydantic import Field, field_validator
 
 from memoryscope.context import MemoryContext
@@ -27,6 +18,15 @@ from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.prompts import load_prompts
 from memoryscope.stores.base import MemoryFilter, MemoryStore
 from memoryscope.worker import Worker, WorkerParams, register_worker
+from memoryscope.workers._consolidation import (
+    ask_in_chunks,
+    chunks_within_budget,
+    estimate_tokens,
+    json_items,
+    require_model,
+    shown_line,
+    subject_name,
+)
 
 __all__ = ["InfoFilterWorker", "parse_scores"]
 

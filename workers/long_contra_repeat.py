@@ -12,7 +12,7 @@ from pydantic import Field
 
 from memoryscope.context import MemoryContext
 from memoryscope.env import Env
-from memoryscope.llm_output import ask
+from memoryscope.llm_output import ask, extract_json
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType, utc_now
 from memoryscope.models.base import ChatMessage, EmbeddingModel, GenerationModel
 from memoryscope.models.token_count import count_tokens
@@ -20,7 +20,7 @@ from memoryscope.prompts import load_prompts
 from memoryscope.stores.base import MemoryFilter, MemoryStore, SearchMode
 from memoryscope.worker import Worker, WorkerParams, register_worker
 
-from ._insight import first_json, is_unknown, person, require_model
+from ._insight import is_unknown, person, require_model
 
 __all__ = ["LongContraRepeatWorker", "parse_judgments", "CONTRADICTION", "REPEAT"]
 
@@ -207,7 +207,7 @@ def parse_judgments(reply: str, old_count: int, new_count: int) -> list[tuple[in
     such as `<3> <N1> <contradiction>`. Entries that keep the memory, or name numbers out of
     range, are left out. `[]` (or "none"/"无") means nothing to expire; None: unreadable.
     """
-    found = first_json(reply)
+    found = extract_json(reply)
     if isinstance(found, dict):
         listed = next((value for value in found.values() if isinstance(value, list)), None)
         found = listed if listed is not None else [found]

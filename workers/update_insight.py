@@ -63,12 +63,15 @@ class UpdateInsightWorker(Worker):
     keyword overlap, whichever is higher. Similarity counts relative to the other subjects (see
     `_relevance`). An observation is relevant to a subject when it scores at least
     `update_insight_threshold` for it, or scores best for it among all subjects (so a weak
-    embedding model cannot leave a fact out altogether); each subject keeps its best
-    `update_insight_obs_top_k`. Subjects without evidence are left alone; new subjects come
-    first, then existing ones by their best score, at most `update_insight_max_count`.
+    embedding model cannot leave a fact out altogether), or scores the same for all of them;
+    each subject keeps its best `update_insight_obs_top_k`. Subjects without evidence are left
+    alone; new subjects come first, then existing ones by their best score, at most
+    `update_insight_max_count`.
 
     The model is then asked for the values of as many subjects per call as fit in
     `max_prompt_tokens` (usually all of them: one call per run, however many observations).
+    The prompt lists the relevant observations once each, and every subject names its own,
+    best first; the model may use any of them.
     "unknown" (or "none", "未知", empty) means no insight, and an existing value stays. A new
     value makes a new insight node whose id derives from the user, target, workspace and key;
     a changed value updates the existing node in place (same id, `updated=True`, content

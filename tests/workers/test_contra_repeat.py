@@ -12,7 +12,6 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from memoryscope.workers.contra_repeat import Decision, parse_decisions
 
 from memoryscope.context import MemoryContext
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
@@ -21,6 +20,7 @@ from memoryscope.testing.builders import build_worker, make_env
 from memoryscope.testing.consolidation_script import ConsolidationScript
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 from memoryscope.worker import Worker
+from memoryscope.workers.contra_repeat import Decision, parse_decisions
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 MORNING = datetime(2024, 10, 26, 9, 0, tzinfo=SHANGHAI)

@@ -12,7 +12,6 @@ from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
-from memoryscope.workers.extract_time import parse_date_range
 
 from memoryscope.context import MemoryContext
 from memoryscope.errors import ConfigError
@@ -21,6 +20,7 @@ from memoryscope.stores.base import TimeRange
 from memoryscope.testing.builders import build_worker, make_env
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 from memoryscope.worker import Worker
+from memoryscope.workers.extract_time import parse_date_range
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 NOW = datetime(2024, 10, 26, 21, 26, 20, tzinfo=SHANGHAI)  # a Saturday

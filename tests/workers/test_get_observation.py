@@ -14,7 +14,6 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from memoryscope.workers.get_observation_with_time import parse_llm_date
 
 from memoryscope.context import MemoryContext
 from memoryscope.memory import MemoryNode, MemoryType
@@ -23,6 +22,7 @@ from memoryscope.testing.builders import build_worker, make_env
 from memoryscope.testing.consolidation_script import ConsolidationScript
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 from memoryscope.worker import Worker
+from memoryscope.workers.get_observation_with_time import parse_llm_date
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 SAID = datetime(2024, 10, 26, 21, 26, 20, tzinfo=SHANGHAI)  # a Saturday

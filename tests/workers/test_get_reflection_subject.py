@@ -9,7 +9,6 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from memoryscope.workers.get_reflection_subject import parse_subjects
 
 from memoryscope.context import MemoryContext
 from memoryscope.errors import ConfigError
@@ -17,6 +16,7 @@ from memoryscope.memory import MemoryNode
 from memoryscope.models.generation.openai_like import OpenAILikeGeneration
 from memoryscope.testing.builders import build_worker, make_env
 from memoryscope.testing.fake_openai import FakeOpenAIServer
+from memoryscope.workers.get_reflection_subject import parse_subjects
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 Make = Callable[..., MemoryNode]

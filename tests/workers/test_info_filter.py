@@ -12,7 +12,6 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from memoryscope.workers.info_filter import parse_scores
 
 from memoryscope.context import MemoryContext, Message
 from memoryscope.errors import ConfigError
@@ -22,6 +21,7 @@ from memoryscope.testing.builders import build_worker, make_env
 from memoryscope.testing.consolidation_script import ConsolidationScript
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 from memoryscope.worker import Worker
+from memoryscope.workers.info_filter import parse_scores
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 EVENING = datetime(2024, 10, 26, 21, 0, tzinfo=SHANGHAI)

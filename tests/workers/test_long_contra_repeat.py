@@ -10,7 +10,6 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from memoryscope.workers.long_contra_repeat import parse_judgments
 
 from memoryscope.context import MemoryContext
 from memoryscope.env import Env
@@ -18,6 +17,7 @@ from memoryscope.memory import MemoryNode, MemoryStatus
 from memoryscope.models.generation.openai_like import OpenAILikeGeneration
 from memoryscope.testing.builders import build_worker, make_env
 from memoryscope.testing.fake_openai import FakeOpenAIServer
+from memoryscope.workers.long_contra_repeat import parse_judgments
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 Make = Callable[..., MemoryNode]

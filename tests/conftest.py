@@ -1,0 +1,9 @@
+"""Settings for the whole test run."""
+
+from __future__ import annotations
+
+import os
+
+# Set before any test loads the local embedding engine: its OpenMP threads otherwise spin
+# between calls and slow everything else on a 2-core machine.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
