@@ -12,6 +12,8 @@ import pytest
 from memoryscope.app import MemoryScope
 from memoryscope.context import Message
 from memoryscope.errors import MemoryScopeError, UnknownNameError
+from memoryscope.memory import MemoryType
+from memoryscope.stores.base import MemoryFilter
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 
 T0 = datetime(2024, 10, 26, 21, 26, 20, tzinfo=timezone(timedelta(hours=8)))
@@ -114,3 +116,15 @@ def test_chat_with_an_llm_on_the_fake_server(tmp_path: Path, monkeypatch: pytest
             deltas = [piece.meta_data["delta"] for piece in chat.chat_with_memory(query="what is my cat called?", stream=True)]
             assert "".join(deltas) == "Your cat is called Mochi."
             assert len(chat.history) == 4
+
+
+def test_backend_operations_without_an_llm_are_skipped_and_leave_messages_pending(offline: MemoryScope) -> None:
+    remember(offline, "ann", "I play the cello", "I live in Lyon")
+    result = offline.default_service.run_operation("consolidate_memory", "ann")
+    assert "consolidate_memory needs an LLM" in result.stopped
+    assert "info_filter" in result.stopped
+    store = offline.store
+    assert store is not None
+    pending = MemoryFilter(user_name="ann", memory_types=(MemoryType.CONVERSATION,), reflected=False)
+    assert store.count(pending) == 2
+    assert "consolidate_memory" not in offline.default_service.scheduler.operations
