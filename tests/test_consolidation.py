@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -406,3 +407,33 @@ def test_a_memoryscope_0_1_config_runs_the_same_workflow(server: FakeOpenAIServe
         result = service.run_operation("consolidate_memory", "ann")
         assert result.context.result == "stored 5 observations, consolidated 6 messages"
         assert service.run_operation("consolidate_memory", "ann").stopped == "no new messages"
+
+
+def test_two_users_consolidating_at_once_never_see_each_others_memories(
+    server: FakeOpenAIServer, memory_for: Any
+) -> None:
+    script = ConsolidationScript(user="user")
+    script.say("I keep bees on my roof", 3, [("user keeps bees", "bees")])
+    script.say("I play the oboe", 3, [("user plays the oboe", "oboe")])
+    script.say("I collect old maps", 3, [("user collects old maps", "maps")])
+    script.say("I grow tomatoes", 3, [("user grows tomatoes", "tomatoes")])
+    script.install(server)
+    ann, bob = memory_for("ann"), memory_for("bob")
+    ann.tell("I keep bees on my roof", "I play the oboe")
+    bob.tell("I collect old maps", "I grow tomatoes")
+
+    results: dict[str, RunResult] = {}
+    threads = [threading.Thread(target=lambda m=m: results.__setitem__(m.user, m.consolidate())) for m in (ann, bob)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert set(results) == {"ann", "bob"}
+    assert [node.content for node in ann.nodes(MemoryType.OBSERVATION)] == ["user keeps bees", "user plays the oboe"]
+    assert [node.content for node in bob.nodes(MemoryType.OBSERVATION)] == ["user collects old maps", "user grows tomatoes"]
+    for memory in (ann, bob):
+        everything = memory.store.scan(MemoryFilter(user_name=memory.user), limit=1000)
+        assert {node.user_name for node in everything} == {memory.user}
+        pending = MemoryFilter(user_name=memory.user, memory_types=(MemoryType.CONVERSATION,), reflected=False)
+        assert memory.store.count(pending) == 0
