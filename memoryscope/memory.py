@@ -9,7 +9,17 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
-__all__ = ["MemoryNode", "MemoryType", "MemoryStatus", "new_memory_id", "format_time", "utc_now"]
+__all__ = [
+    "MemoryNode",
+    "MemoryType",
+    "MemoryStatus",
+    "new_memory_id",
+    "format_time",
+    "utc_now",
+    "searchable_text",
+    "embedding_text",
+    "embedding_text_of",
+]
 
 
 class MemoryType(str, Enum):
@@ -28,6 +38,31 @@ _WEEKDAYS = {
     "en": ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"),
     "zh": ("周一", "周二", "周三", "周四", "周五", "周六", "周日"),
 }
+
+
+def searchable_text(node: MemoryNode) -> str:
+    """What keyword search matches a memory on: its content and key, and for a chat message also
+    who said it (`meta["speaker"]`) and the message it answered (`meta["context"]`, see
+    `read_message`). Questions name people and ask about answers ("What did Jon say about
+    Paris?"), while a message's own text names neither its speaker nor what it replies to."""
+    parts = [node.content, node.key]
+    for name in ("speaker", "context"):
+        value = node.meta.get(name)
+        if isinstance(value, str):
+            parts.append(value)
+    return "\n".join(part for part in parts if part)
+
+
+def embedding_text(node: MemoryNode) -> str:
+    """What a memory's vector is made from: a chat message with its speaker in front ("Jon: ..."),
+    since questions about a person ask for what that person said; anything else, its content."""
+    return embedding_text_of(node.content, node.meta)
+
+
+def embedding_text_of(content: str, meta: dict[str, Any]) -> str:
+    """`embedding_text` from a memory's content and meta (for stores that read raw columns)."""
+    speaker = meta.get("speaker")
+    return f"{speaker}: {content}" if isinstance(speaker, str) and speaker else content
 
 
 def utc_now() -> datetime:

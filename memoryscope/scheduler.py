@@ -38,14 +38,24 @@ import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING
 
+from memoryscope._scheduler_state import (
+    Running,
+    RunningOperation,
+    RunRecord,
+    SchedulerStatus,
+    Track,
+    Triggers,
+    fired_trigger,
+    log_run,
+    pending_counts,
+    run_record,
+)
 from memoryscope.context import MemoryContext
 from memoryscope.errors import MemoryScopeError
-from memoryscope.memory import MemoryStatus, MemoryType, utc_now
-from memoryscope.stores.base import MemoryFilter, MemoryStore
+from memoryscope.memory import utc_now
+from memoryscope.stores.base import MemoryStore
 
 if TYPE_CHECKING:
     from memoryscope.service import Operation
@@ -57,93 +67,6 @@ logger = logging.getLogger("memoryscope.scheduler")
 
 ABANDONED = "abandoned: the scheduler was stopped before the operation finished"
 _CHECK = "trigger check"  # the operation name under which a failed check is recorded
-
-
-@dataclass(frozen=True)
-class Triggers:
-    """When the scheduler runs one backend operation (all None: on demand only)."""
-
-    messages: int | None = None
-    observations: int | None = None
-    interval_s: float | None = None
-
-    @classmethod
-    def of(cls, operation: Operation) -> Triggers:
-        params = operation.params
-        return cls(
-            getattr(params, "trigger_messages", None),
-            getattr(params, "trigger_observations", None),
-            getattr(params, "interval_time", None),
-        )
-
-    @property
-    def counted(self) -> bool:
-        return self.messages is not None or self.observations is not None
-
-    def __bool__(self) -> bool:
-        return self.counted or self.interval_s is not None
-
-
-@dataclass(frozen=True)
-class RunningOperation:
-    user_name: str
-    operation: str
-    trigger: str  # why it runs: "5 pending messages (trigger_messages: 5)", "on demand", ...
-    started_at: datetime
-
-
-@dataclass(frozen=True)
-class RunRecord:
-    """One finished run of a backend operation."""
-
-    user_name: str
-    operation: str
-    trigger: str
-    started_at: datetime
-    seconds: float
-    result: str  # the operation's readable result ("" when it failed)
-    error: str = ""  # "" when the run succeeded
-    abandoned: bool = False
-
-    @property
-    def ok(self) -> bool:
-        return not self.error and not self.abandoned
-
-
-@dataclass(frozen=True)
-class SchedulerStatus:
-    """A snapshot: what runs now, what waits, and how the last runs went, per (user, operation)."""
-
-    enabled: bool
-    started: bool
-    closed: bool
-    running: tuple[RunningOperation, ...]
-    waiting: tuple[str, ...]  # users queued for a trigger check
-    last_runs: Mapping[tuple[str, str], RunRecord]
-    last_errors: Mapping[tuple[str, str], RunRecord]  # the latest failed run, kept after later successes
-    runs: int
-    errors: int
-
-    def last_error(self, user_name: str, operation: str) -> str:
-        record = self.last_errors.get((user_name, operation))
-        return record.error if record is not None else ""
-
-
-@dataclass
-class _Track:
-    """What the scheduler knows about one (user, operation)."""
-
-    news: bool = True  # something happened since the last run (never run counts as news)
-    settled: dict[str, int] = field(default_factory=dict)  # trigger kind → count when it last ran
-    interval_due: bool = False  # the timer says the interval has passed
-    next_interval: float | None = None  # monotonic time the interval passes next
-
-
-@dataclass
-class _Running:
-    info: RunningOperation
-    context: MemoryContext
-    abandoned: bool = False
 
 
 class Scheduler:
@@ -174,11 +97,11 @@ class Scheduler:
         }
         self._state = threading.Condition()  # guards every field below
         self._users: dict[str, threading.Lock] = {}  # users seen → their one-backend-operation lock
-        self._tracks: dict[tuple[str, str], _Track] = {}
+        self._tracks: dict[tuple[str, str], Track] = {}
         self._queued: set[str] = set()  # users with a job submitted and not finished
         self._active: set[str] = set()  # users whose job a pool thread is running
         self._recheck: set[str] = set()  # users told about news while queued
-        self._running: dict[str, _Running] = {}
+        self._running: dict[str, Running] = {}
         self._last_runs: dict[tuple[str, str], RunRecord] = {}
         self._last_errors: dict[tuple[str, str], RunRecord] = {}
         self._runs = 0
@@ -310,44 +233,20 @@ class Scheduler:
         lock = self._users[user] = threading.Lock()
         now = self._clock()
         for name, (_, triggers) in self._triggered.items():
-            track = self._tracks[(user, name)] = _Track()
+            track = self._tracks[(user, name)] = Track()
             if triggers.interval_s is not None:
                 track.next_interval = now + triggers.interval_s
                 self._wake.set()  # the timer may sleep past this user's first interval
         return lock
 
-    def _track(self, user: str, name: str) -> _Track:
-        return self._tracks.setdefault((user, name), _Track())
-
-    def _count(self, kind: str, user: str) -> int | None:
-        """Pending messages or unreflected observations of the user (in the default target and workspace)."""
-        if self._store is None:
-            return None
-        if kind == "messages":
-            memory_filter = MemoryFilter(
-                user_name=user, target_name="", workspace="", memory_types=(MemoryType.CONVERSATION,), reflected=False
-            )
-        else:
-            memory_filter = MemoryFilter(
-                user_name=user,
-                target_name="",
-                workspace="",
-                memory_types=(MemoryType.OBSERVATION, MemoryType.OBS_CUSTOMIZED),  # what reflection loads
-                status=MemoryStatus.VALID,
-                reflected=False,
-            )
-        return self._store.count(memory_filter)
+    def _track(self, user: str, name: str) -> Track:
+        return self._tracks.setdefault((user, name), Track())
 
     def _counts(self, name: str, user: str) -> dict[str, int]:
         entry = self._triggered.get(name)
         if entry is None:
             return {}
-        triggers = entry[1]
-        counts: dict[str, int] = {}
-        for kind, threshold in (("messages", triggers.messages), ("observations", triggers.observations)):
-            if threshold is not None and (count := self._count(kind, user)) is not None:
-                counts[kind] = count
-        return counts
+        return pending_counts(self._store, entry[1], user)
 
     def _due(self, user: str) -> tuple[Operation, str, dict[str, int]] | None:
         """The first operation (in config order) whose trigger fires for `user`, why, and its counts."""
@@ -355,16 +254,10 @@ class Scheduler:
             counts = self._counts(name, user)
             with self._state:
                 track = self._track(user, name)
-                news, settled, interval_due = track.news, dict(track.settled), track.interval_due
-            for kind, threshold in (("messages", triggers.messages), ("observations", triggers.observations)):
-                count = counts.get(kind)
-                if threshold is None or count is None or count < threshold:
-                    continue
-                if news or settled.get(kind) != count:
-                    noun = "pending messages" if kind == "messages" else "unreflected observations"
-                    return operation, f"{count} {noun} (trigger_{kind}: {threshold})", counts
-            if interval_due:
-                return operation, f"interval_time: {triggers.interval_s:g}s", counts
+                snapshot = Track(track.news, dict(track.settled), track.interval_due)
+            trigger = fired_trigger(triggers, counts, snapshot)
+            if trigger is not None:
+                return operation, trigger, counts
         return None
 
     # -- jobs --------------------------------------------------------------------------------
@@ -420,7 +313,7 @@ class Scheduler:
         """One run under the user's lock: bookkeeping before and after, errors recorded."""
         user, name = context.user_name, operation.name
         info = RunningOperation(user, name, trigger, utc_now())
-        running = _Running(info, context)
+        running = Running(info, context)
         with self._state:
             if self._closing:
                 return None
@@ -443,18 +336,9 @@ class Scheduler:
             self._finish(running, result, error, time.perf_counter() - started)
         return result
 
-    def _finish(self, running: _Running, result: RunResult | None, error: BaseException | None, seconds: float) -> None:
+    def _finish(self, running: Running, result: RunResult | None, error: BaseException | None, seconds: float) -> None:
         info = running.info
-        record = RunRecord(
-            user_name=info.user_name,
-            operation=info.operation,
-            trigger=info.trigger,
-            started_at=info.started_at,
-            seconds=seconds,
-            result=_readable(result) if result is not None else "",
-            error=f"{type(error).__name__}: {error}" if error is not None else "",
-            abandoned=running.abandoned,
-        )
+        record = run_record(running, result, error, seconds)
         key = (info.user_name, info.operation)
         with self._state:
             self._running.pop(info.user_name, None)
@@ -469,25 +353,7 @@ class Scheduler:
                     if name != info.operation and triggers.observations is not None:
                         self._track(info.user_name, name).news = True
             self._state.notify_all()
-        if error is not None:
-            logger.error(
-                "service %s: %s for user %r (%s) failed: %s",
-                self.service_name,
-                info.operation,
-                info.user_name,
-                info.trigger,
-                record.error,
-            )
-            logger.debug("traceback of the failed run", exc_info=error)
-        elif result is not None:
-            logger.info(
-                "service %s: %s for user %r (%s): %s",
-                self.service_name,
-                info.operation,
-                info.user_name,
-                info.trigger,
-                record.result,
-            )
+        log_run(logger, self.service_name, record, error)
 
     def _record_check_failure(self, user: str, error: Exception) -> None:
         record = RunRecord(user, _CHECK, "trigger check", utc_now(), 0.0, "", f"{type(error).__name__}: {error}")
@@ -525,11 +391,3 @@ class Scheduler:
                     next_sweep = now + self.check_interval_s
             for user in users:
                 self._submit(user)
-
-
-def _readable(result: RunResult) -> str:
-    """A one-line account of a run: its result, why it stopped, what it skipped."""
-    text = result.context.result or (f"stopped: {result.stopped}" if result.stopped else "done")
-    if result.skipped:
-        text += f" (skipped: {', '.join(result.skipped)})"
-    return text

@@ -2,6 +2,9 @@
 
 Latin words and numbers are lower-cased; runs of CJK characters are segmented with jieba
 (loaded once, lazily, from the dictionary inside the jieba package).
+
+Keyword search matches `keyword_terms` of a query against `index_terms` of the memories: the
+same words, lightly stemmed (`stem`), so "hobbies" finds "hobby" and "painted" finds "painting".
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ import threading
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["tokenize", "content_words", "STOPWORDS"]
+__all__ = ["tokenize", "content_words", "keyword_terms", "index_terms", "stem", "STOPWORDS"]
 
 _TOKEN = re.compile(r"[0-9a-z]+(?:'[a-z]+)?|[\u3400-\u9fff\uf900-\ufaff]+", re.IGNORECASE)
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _jieba_lock = threading.Lock()
+_DOUBLED_END = re.compile(r"([b-df-hj-km-npr-tv-z])\1$")  # a doubled consonant left by a suffix: "runn(ing)"
+_SIBILANT_ES = re.compile(r"(?:sh|ch|x|z|ss)es$")
 
 # Words too common to carry meaning in a keyword match.
 _STOPWORD_TEXT = """
@@ -57,3 +62,48 @@ def tokenize(text: str) -> list[str]:
 def content_words(text: str) -> list[str]:
     """`tokenize` without stopwords: the words that carry meaning for keyword matching."""
     return [token for token in tokenize(text) if token not in STOPWORDS]
+
+
+# (suffix, replacement) tried in order; the first that fits wins. Light on purpose: only
+# inflections (plurals, -ing, -ed), never derivations, so unrelated words rarely merge.
+_SUFFIXES = (("ies", "y"), ("ied", "y"), ("sses", "ss"), ("ings", ""), ("ing", ""), ("ed", ""), ("es", ""), ("s", ""))
+
+
+@lru_cache(maxsize=65536)
+def stem(word: str) -> str:
+    """`word` without an English inflection: "hobbies" -> "hobby", "painting"/"painted" -> "paint",
+    "classes" -> "class", "running" -> "run", "liked"/"likes" -> "lik", "jon's" -> "jon".
+    Short words, numbers and CJK are kept as they are."""
+    if word.endswith("'s"):
+        word = word[:-2]  # "Jon's" is about Jon
+    if len(word) <= 3 or not word.isascii() or not word.isalpha():
+        return word
+    for suffix, replacement in _SUFFIXES:
+        if not word.endswith(suffix):
+            continue
+        base = word[: -len(suffix)] + replacement
+        if len(base) < 3:
+            return word
+        if suffix == "s" and word.endswith(("ss", "us", "is")):
+            return word
+        if suffix == "es" and not _SIBILANT_ES.search(word):
+            continue  # "likes" -> "like" by the plain "s" rule
+        if suffix in ("ing", "ings", "ed") and _DOUBLED_END.search(base):
+            base = base[:-1]
+        return _without_final_e(base)
+    return _without_final_e(word)
+
+
+def _without_final_e(word: str) -> str:
+    # "like", "liked", "liking" all become "lik": the e that -ed/-ing swallow is dropped everywhere
+    return word[:-1] if len(word) >= 4 and word.endswith("e") else word
+
+
+def keyword_terms(text: str) -> list[str]:
+    """The stemmed content words of `text`: what a keyword query looks for."""
+    return [stem(word) for word in content_words(text)]
+
+
+def index_terms(text: str) -> list[str]:
+    """Every token of `text`, stemmed: what the keyword index of a memory holds."""
+    return [stem(token) for token in tokenize(text)]

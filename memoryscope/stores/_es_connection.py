@@ -1,17 +1,19 @@
-"""Connecting `elasticsearch_memory_store`: the client from its settings, and client errors as
-one-line messages that name the hosts but never a credential."""
+"""Connecting `elasticsearch_memory_store`: the client from its settings, client errors as
+one-line messages that name the hosts but never a credential, and the check that an opened
+index was made for the store's embedding model."""
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from memoryscope.errors import StoreError
+from memoryscope.stores import _es_queries as queries
 
-__all__ = ["build_client", "safe_hosts", "client_hosts", "item_reason", "api_reason", "transport_reason"]
+__all__ = ["build_client", "safe_hosts", "client_hosts", "item_reason", "api_reason", "transport_reason", "recorded_model"]
 
 _ERRNO = re.compile(r"\[Errno -?\d+\] [^)'\"]+")
 
@@ -107,3 +109,35 @@ def transport_reason(error: Any, timeout: float) -> str:
 def _one_line(text: str, limit: int = 300) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def recorded_model(
+    mappings: dict[str, Any], name: str, dimension: int, allow_model_change: bool, where: Callable[[str], str]
+) -> tuple[str, int]:
+    """The embedding model and dimension an opened index records in its `_meta`.
+
+    Raises (each message passed through `where`) when the index was not made by MemoryScope, has
+    another schema version, or records another model, unless `allow_model_change`."""
+    found = (name, dimension)
+    for concrete, entry in mappings.items():
+        meta = (entry.get("mappings") or {}).get("_meta") or {}
+        recorded, recorded_dimension = meta.get("embedding_model"), meta.get("dimension")
+        if recorded is None:
+            raise StoreError(where(
+                f"index {concrete!r} was not created by MemoryScope (its mapping has no _meta.embedding_model); "
+                "set memory_store.index_name to a new index"
+            ))  # fmt: skip
+        version = meta.get("schema_version")
+        if version != queries.SCHEMA_VERSION:
+            raise StoreError(where(
+                f"index {concrete!r} has schema version {version}; this MemoryScope reads {queries.SCHEMA_VERSION}"
+            ))  # fmt: skip
+        if (recorded != name or recorded_dimension != dimension) and allow_model_change:
+            found = (str(recorded), int(recorded_dimension or 0))
+        elif recorded != name or recorded_dimension != dimension:
+            raise StoreError(where(
+                f"index {concrete!r} holds vectors made by embedding model {recorded!r} (dimension {recorded_dimension}), "
+                f"but it was opened with {name!r} (dimension {dimension}); re-embed it with "
+                "`memoryscope reembed --config CONFIG` or set memory_store.index_name to another index"
+            ))  # fmt: skip
+    return found

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from memoryscope.errors import StoreError
+from memoryscope.memory import embedding_text
 from memoryscope.progress import Progress
 from memoryscope.stores import _es_connection as connection
 from memoryscope.stores import _es_queries as queries
@@ -83,7 +84,7 @@ def _copy(store: ElasticsearchMemoryStore, old_index: str, new_index: str, batch
     progress.start("re-embed", total)
     copied = 0
     for nodes in store.iter_all(batch_size):
-        texts = [node.content for node in nodes]
+        texts = [embedding_text(node) for node in nodes]
         rows = store._unit_rows(store.embedding_model.embed_passages(texts), len(nodes), "embedding model output")
         documents = [queries.node_to_document(node, queries.stored_vector(row)) for node, row in zip(nodes, rows, strict=True)]
         # refresh once at the end, not per batch: nobody reads the new index before the swap

@@ -13,11 +13,13 @@ log is cut, so every process's in-memory matrices reload instead of replaying ol
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from memoryscope.memory import embedding_text_of
 from memoryscope.progress import Progress
 from memoryscope.stores._sqlite_connections import SqliteConnections
 
@@ -28,7 +30,7 @@ CREATE TABLE IF NOT EXISTS reembed_vectors (row_id INTEGER PRIMARY KEY, content 
 """
 # rows whose side vector is missing or was made from another content
 _STALE = (
-    "SELECT m.row_id, m.content FROM memories AS m LEFT JOIN reembed_vectors AS r ON r.row_id = m.row_id "
+    "SELECT m.row_id, m.content, m.meta FROM memories AS m LEFT JOIN reembed_vectors AS r ON r.row_id = m.row_id "
     "WHERE (r.row_id IS NULL OR r.content IS NOT m.content)"
 )
 _INSERT_SIDE = "INSERT OR REPLACE INTO reembed_vectors (row_id, content, vector) VALUES (?, ?, ?)"
@@ -65,7 +67,7 @@ def reembed_file(
         if not rows:
             break
         # embedded outside the write lock: other writers wait only for the insert
-        vectors = embed([content for _, content in rows])
+        vectors = embed(_texts(rows))
         with connections.write_transaction() as writing:
             _write_side(writing, rows, vectors)
         last_row_id = rows[-1][0]
@@ -76,10 +78,18 @@ def reembed_file(
     return count
 
 
-def _write_side(connection: sqlite3.Connection, rows: Sequence[tuple[int, str]], vectors: np.ndarray) -> None:
+def _texts(rows: Sequence[tuple[int, str, str]]) -> list[str]:
+    """What each row's vector is made from (`memoryscope.memory.embedding_text`)."""
+    return [embedding_text_of(content, json.loads(meta)) for _, content, meta in rows]
+
+
+def _write_side(connection: sqlite3.Connection, rows: Sequence[tuple[int, str, str]], vectors: np.ndarray) -> None:
     connection.executemany(
         _INSERT_SIDE,
-        [(row_id, content, vector.astype(np.float32).tobytes()) for (row_id, content), vector in zip(rows, vectors, strict=True)],
+        [
+            (row_id, content, vector.astype(np.float32).tobytes())
+            for (row_id, content, _), vector in zip(rows, vectors, strict=True)
+        ],
     )
 
 
@@ -89,7 +99,7 @@ def _switch(connection: sqlite3.Connection, model_name: str, dimension: int, emb
     stragglers = connection.execute(_STALE).fetchall()
     for start in range(0, len(stragglers), batch_size):
         batch = stragglers[start : start + batch_size]
-        _write_side(connection, batch, embed([content for _, content in batch]))
+        _write_side(connection, batch, embed(_texts(batch)))
     connection.execute("DELETE FROM memory_vectors")
     count = connection.execute(
         "INSERT INTO memory_vectors (row_id, vector) "

@@ -18,19 +18,22 @@ import dataclasses
 import hashlib
 import json
 import math
+import sqlite3
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 from memoryscope.errors import StoreError
-from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
+from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType, searchable_text
 from memoryscope.stores.base import MemoryFilter, TimeRange
-from memoryscope.text import tokenize
+from memoryscope.text import index_terms
 
 __all__ = [
     "NODE_COLUMNS",
     "SCHEMA_SCRIPT",
     "SCHEMA_VERSION",
+    "KEYWORD_INDEX_VERSION",
+    "rebuild_keyword_index",
     "TIME_FIELDS",
     "UPDATABLE_FIELDS",
     "filter_sql",
@@ -42,6 +45,9 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = "1"
+# How `keyword_text` builds the index; a file recorded with another version is re-indexed on open.
+# 1: plain tokens of content + key. 2: stemmed, plus a message's speaker and context.
+KEYWORD_INDEX_VERSION = "2"
 
 SCHEMA_SCRIPT = """
 CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -189,9 +195,10 @@ def scope_token(user_name: str) -> str:
 
 
 def keyword_text(node: MemoryNode) -> str:
-    """What keyword search sees of a node: content and key (observation keywords / insight
-    attribute), pre-tokenized and space-joined so FTS5's unicode61 tokenizer keeps jieba's words."""
-    return " ".join(tokenize(f"{node.content}\n{node.key}"))
+    """What keyword search sees of a node: `searchable_text` (content, key, a message's speaker
+    and context), stemmed (`index_terms`) and space-joined so FTS5's unicode61 tokenizer keeps
+    jieba's words. Changing what this returns needs a new `KEYWORD_INDEX_VERSION`."""
+    return " ".join(index_terms(searchable_text(node)))
 
 
 def validate_filter(memory_filter: MemoryFilter) -> None:
@@ -258,3 +265,14 @@ def filter_sql(memory_filter: MemoryFilter, table: str = "memories") -> tuple[st
         clauses.append(f"{table}.memory_id IN (SELECT j.value FROM json_each(?) AS j)")
         params.append(json.dumps(list(memory_filter.memory_ids)))
     return " AND ".join(clauses), params
+
+
+def rebuild_keyword_index(connection: sqlite3.Connection) -> int:
+    """Re-make every row of `memory_words` with the current `keyword_text`; how many rows."""
+    rows = connection.execute(f"SELECT row_id, {', '.join(NODE_COLUMNS)} FROM memories").fetchall()
+    connection.execute("DELETE FROM memory_words")
+    connection.executemany(
+        "INSERT INTO memory_words (rowid, scope, words) VALUES (?, ?, ?)",
+        [(row[0], scope_token(row[2]), keyword_text(node_from_row(row[1:]))) for row in rows],
+    )
+    return len(rows)

@@ -27,6 +27,7 @@ users.
 
 Re-embedding (`allow_model_change=True`, then `reembed`) copies the memories into a new index
 with the new model's vectors and swaps it in behind `index_name` as an alias (`_es_reembed`).
+The write paths live in `_es_writes`, search and scan in `_es_reads`.
 """
 
 from __future__ import annotations
@@ -41,32 +42,23 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from memoryscope.errors import StoreError
-from memoryscope.memory import MemoryNode, utc_now
+from memoryscope.memory import MemoryNode
 from memoryscope.models.base import EmbeddingModel
 from memoryscope.stores import _es_connection as connection
 from memoryscope.stores import _es_queries as queries
+from memoryscope.stores import _es_reads as reads
+from memoryscope.stores import _es_writes as writes
+from memoryscope.stores._es_writes import BulkWriteError
 from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode, unit_rows
-from memoryscope.stores.fusion import reciprocal_rank_fusion
 
 if TYPE_CHECKING:
     from memoryscope.progress import Progress
 
 __all__ = ["ElasticsearchMemoryStore", "BulkWriteError"]
 
-_BULK_BATCH = 500  # documents per _bulk request (~2 MB with 384-d vectors)
 _USER_PAGE = 1000  # users per page of the composite aggregation in user_counts
-_UPDATABLE = frozenset(MemoryNode.__dataclass_fields__) - {"memory_id", "score"}
 _INDEX_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _INSTALL = 'pip install "memoryscope[elasticsearch]"'
-
-
-class BulkWriteError(StoreError):
-    """Some items of a bulk write failed; the others were written (Elasticsearch bulk is not atomic)."""
-
-    def __init__(self, message: str, failed: dict[str, str], written: list[str]):
-        self.failed = failed  # memory_id -> "error_type: reason"
-        self.written = written  # memory ids that did land
-        super().__init__(message)
 
 
 @STORES.register("elasticsearch_memory_store")
@@ -232,29 +224,9 @@ class ElasticsearchMemoryStore(MemoryStore):
         return True
 
     def _check_index_meta(self, mappings: dict[str, Any]) -> None:
-        name, dimension = self.embedding_model.model_name, self.dimension
-        self._recorded = (name, dimension)
-        for concrete, entry in mappings.items():
-            meta = (entry.get("mappings") or {}).get("_meta") or {}
-            recorded, recorded_dimension = meta.get("embedding_model"), meta.get("dimension")
-            if recorded is None:
-                raise StoreError(self._where(
-                    f"index {concrete!r} was not created by MemoryScope (its mapping has no _meta.embedding_model); "
-                    "set memory_store.index_name to a new index"
-                ))  # fmt: skip
-            version = meta.get("schema_version")
-            if version != queries.SCHEMA_VERSION:
-                raise StoreError(self._where(
-                    f"index {concrete!r} has schema version {version}; this MemoryScope reads {queries.SCHEMA_VERSION}"
-                ))  # fmt: skip
-            if (recorded != name or recorded_dimension != dimension) and self._allow_model_change:
-                self._recorded = (str(recorded), int(recorded_dimension or 0))
-            elif recorded != name or recorded_dimension != dimension:
-                raise StoreError(self._where(
-                    f"index {concrete!r} holds vectors made by embedding model {recorded!r} (dimension {recorded_dimension}), "
-                    f"but it was opened with {name!r} (dimension {dimension}); re-embed it with "
-                    "`memoryscope reembed --config CONFIG` or set memory_store.index_name to another index"
-                ))  # fmt: skip
+        self._recorded = connection.recorded_model(
+            mappings, self.embedding_model.model_name, self.dimension, self._allow_model_change, self._where
+        )
 
     @property
     def recorded_embedding(self) -> tuple[str, int]:
@@ -282,58 +254,7 @@ class ElasticsearchMemoryStore(MemoryStore):
 
     def upsert(self, nodes: Sequence[MemoryNode], vectors: np.ndarray | None = None) -> None:
         """Index the nodes (create or replace). Not atomic: see `BulkWriteError`."""
-        nodes = list(nodes)
-        for node in nodes:
-            if not isinstance(node, MemoryNode):
-                raise StoreError(f"upsert takes MemoryNode objects, got {type(node).__name__}")
-        given = None if vectors is None else self._unit_rows(vectors, len(nodes), "upsert vectors")
-        # a memory_id repeated in one batch: the last one wins, as if upserted one after another
-        keep = sorted({node.memory_id: index for index, node in enumerate(nodes)}.values())
-        nodes = [nodes[index] for index in keep]
-        if not nodes:
-            return
-        self.ensure_index()
-        self._require_current_model("upsert")
-        rows = given[keep] if given is not None else self._vectors_for(nodes)
-        documents = [queries.node_to_document(node, queries.stored_vector(row)) for node, row in zip(nodes, rows, strict=True)]
-        failed: dict[str, str] = {}
-        written: list[str] = []
-        for start in range(0, len(documents), _BULK_BATCH):
-            batch = documents[start : start + _BULK_BATCH]
-            try:
-                items = self._bulk(queries.bulk_index_lines(batch), "bulk upsert")
-            except StoreError as error:
-                if not written:
-                    raise
-                raise StoreError(f"{error}; {len(written)} memories of earlier bulk requests were written") from None
-            for document, item in zip(batch, items, strict=True):
-                result = item.get("index", {})
-                if "error" in result:
-                    failed[document["memory_id"]] = connection.item_reason(result)
-                else:
-                    written.append(document["memory_id"])
-        if failed:
-            raise self._bulk_error("bulk upsert", failed, written)
-
-    def _vectors_for(self, nodes: Sequence[MemoryNode]) -> np.ndarray:
-        """The stored vector where the stored content is the same, else a fresh passage vector."""
-        ids = [node.memory_id for node in nodes]
-        with self._calling("reading stored vectors"):
-            response = self._client.mget(index=self.index_name, ids=ids, source_includes=["content", queries.VECTOR_FIELD])
-        stored = {doc["_id"]: doc["_source"] for doc in response["docs"] if doc.get("found")}
-        rows = np.zeros((len(nodes), self.dimension), dtype=np.float32)
-        missing: list[int] = []
-        for index, node in enumerate(nodes):
-            source = stored.get(node.memory_id)
-            vector = None if source is None or source.get("content") != node.content else source.get(queries.VECTOR_FIELD)
-            if vector is not None and len(vector) == self.dimension:
-                rows[index] = np.asarray(vector, dtype=np.float32)
-            else:
-                missing.append(index)
-        if missing:
-            texts = [nodes[index].content for index in missing]
-            rows[missing] = self._unit_rows(self.embedding_model.embed_passages(texts), len(missing), "embedding model output")
-        return rows
+        writes.upsert(self, nodes, vectors)
 
     def _bulk(
         self, operations: list[dict[str, Any]], action: str, *, index: str | None = None, refresh: str | None = None
@@ -343,15 +264,6 @@ class ElasticsearchMemoryStore(MemoryStore):
                 index=index or self.index_name, operations=operations, refresh=refresh or self.params.refresh
             )
         return list(response["items"])
-
-    def _bulk_error(self, action: str, failed: dict[str, str], written: list[str]) -> BulkWriteError:
-        shown = "; ".join(f"{memory_id}: {reason}" for memory_id, reason in list(failed.items())[:20])
-        more = f"; and {len(failed) - 20} more" if len(failed) > 20 else ""
-        message = self._where(
-            f"{action}: {len(failed)} of {len(failed) + len(written)} memories failed and the other {len(written)} "
-            f"were written (Elasticsearch bulk writes are not atomic); failed: {shown}{more}"
-        )
-        return BulkWriteError(message, failed, written)
 
     def _unit_rows(self, vectors: Any, count: int, what: str) -> np.ndarray:
         return unit_rows(vectors, count, self.dimension, self.embedding_model.model_name, what)
@@ -364,85 +276,17 @@ class ElasticsearchMemoryStore(MemoryStore):
         `meta` rewrites the whole document instead: `update` merges objects key by key and could
         not drop a key.
         """
-        unknown = sorted(set(changes) - _UPDATABLE)
-        if unknown:
-            known = ", ".join(sorted(_UPDATABLE))
-            raise StoreError(f"cannot update {', '.join(unknown)} of memory {memory_id!r}; updatable fields: {known}")
-        self.ensure_index()
-        self._require_current_model("update")
-        with self._calling("reading the memory to update"):
-            response = self._client.mget(index=self.index_name, ids=[memory_id])
-        doc = response["docs"][0]
-        if not doc.get("found"):
-            raise StoreError(self._where(f"no memory {memory_id!r}"))
-        old = queries.document_to_node(doc["_source"])
-        try:
-            new = old.replace(**{"updated_at": utc_now(), **changes})
-        except (TypeError, ValueError) as error:
-            raise StoreError(f"cannot update memory {memory_id!r}: {error}") from None
-        old_document = queries.node_to_document(old)
-        document = queries.node_to_document(new, doc["_source"].get(queries.VECTOR_FIELD))
-        if new.content != old.content:
-            row = self._unit_rows(self.embedding_model.embed_passages([new.content]), 1, "embedding model output")[0]
-            document[queries.VECTOR_FIELD] = queries.stored_vector(row)
-        # optimistic concurrency: the write fails (409) if the document changed since it was read
-        version = {"if_seq_no": doc["_seq_no"], "if_primary_term": doc["_primary_term"]} if "_seq_no" in doc else {}
-        target = {"index": self.index_name, "id": memory_id, "refresh": self.params.refresh, **version}
-        with self._calling(f"updating memory {memory_id!r}"):
-            try:
-                if document["meta"] != old_document["meta"]:
-                    self._client.index(document=queries.drop_empty_vector(document), **target)
-                else:
-                    changed = {name: value for name, value in document.items() if old_document.get(name, value) != value}
-                    if queries.VECTOR_FIELD in document and new.content != old.content:
-                        changed[queries.VECTOR_FIELD] = document[queries.VECTOR_FIELD]
-                    self._client.update(body=queries.update_body(changed), **target)
-            except self._api_error as error:
-                if getattr(error, "status_code", None) == 409:
-                    raise StoreError(self._where(f"memory {memory_id!r} changed while it was being updated; retry")) from None
-                if getattr(error, "status_code", None) == 404:
-                    raise StoreError(self._where(f"no memory {memory_id!r} (deleted while it was being updated)")) from None
-                raise
-        return new
+        return writes.update(self, memory_id, changes)
 
     def delete(self, memory_ids: Sequence[str]) -> int:
-        ids = list(dict.fromkeys(memory_ids))
-        if not ids:
-            return 0
-        self.ensure_index()
-        deleted: list[str] = []
-        failed: dict[str, str] = {}
-        for start in range(0, len(ids), _BULK_BATCH):
-            batch = ids[start : start + _BULK_BATCH]
-            for memory_id, item in zip(batch, self._bulk(queries.bulk_delete_lines(batch), "bulk delete"), strict=True):
-                result = item.get("delete", {})
-                if "error" in result:
-                    failed[memory_id] = connection.item_reason(result)
-                elif result.get("result") == "deleted":
-                    deleted.append(memory_id)
-        if failed:
-            raise self._bulk_error("bulk delete", failed, deleted)
-        return len(deleted)
+        return writes.delete(self, memory_ids)
 
     def delete_by_filter(self, memory_filter: MemoryFilter) -> int:
         """`_delete_by_query`, refreshed unless `refresh` is "false" (it takes no `wait_for`).
 
         It deletes what a search would find at the time, so writes made with refresh "false"
         and not yet refreshed may survive it."""
-        queries.validate_filter(memory_filter)
-        if memory_filter.memory_ids == ():
-            return 0
-        self.ensure_index()
-        with self._calling("delete by filter"):
-            response = self._client.delete_by_query(
-                index=self.index_name, body=queries.delete_by_query_body(memory_filter), refresh=self.params.refresh != "false"
-            )
-        failures = response.get("failures") or []
-        if failures:
-            reasons = "; ".join(str((item.get("cause") or {}).get("reason", item)) for item in failures[:5])
-            deleted = response.get("deleted", 0)
-            raise StoreError(self._where(f"delete by filter removed {deleted} memories, then failed: {reasons}"))
-        return int(response.get("deleted", 0))
+        return writes.delete_by_filter(self, memory_filter)
 
     # ---- reading ------------------------------------------------------------------------------
 
@@ -463,35 +307,7 @@ class ElasticsearchMemoryStore(MemoryStore):
         """A page by `from`/`size` while `offset + limit` stays within 10,000 (the default
         `index.max_result_window`); deeper pages walk there with `search_after`, page by page
         (not a point-in-time snapshot: writes meanwhile may shift them)."""
-        queries.validate_filter(memory_filter)
-        if limit < 0 or offset < 0:
-            raise StoreError(f"scan: limit and offset must not be negative, got limit={limit}, offset={offset}")
-        if limit == 0 or memory_filter.memory_ids == ():
-            return []
-        self.ensure_index()
-        if offset + limit <= queries.MAX_RESULT_WINDOW:
-            body = queries.scan_body(memory_filter, size=limit, offset=offset, newest_first=newest_first)
-            return [queries.document_to_node(hit["_source"]) for hit in self._search(body, "scan")]
-        after: list[Any] | None = None
-        skip = offset
-        while skip > 0:
-            size = min(skip, queries.MAX_RESULT_WINDOW)
-            body = queries.scan_body(memory_filter, size=size, newest_first=newest_first, search_after=after, with_source=False)
-            hits = self._search(body, "scan")
-            if len(hits) < size:
-                return []
-            skip -= size
-            after = hits[-1]["sort"]
-        nodes: list[MemoryNode] = []
-        while len(nodes) < limit:
-            size = min(limit - len(nodes), queries.MAX_RESULT_WINDOW)
-            body = queries.scan_body(memory_filter, size=size, newest_first=newest_first, search_after=after)
-            hits = self._search(body, "scan")
-            nodes.extend(queries.document_to_node(hit["_source"]) for hit in hits)
-            if len(hits) < size:
-                break
-            after = hits[-1]["sort"]
-        return nodes
+        return reads.scan(self, memory_filter, limit, offset, newest_first)
 
     def count(self, memory_filter: MemoryFilter) -> int:
         queries.validate_filter(memory_filter)
@@ -541,17 +357,7 @@ class ElasticsearchMemoryStore(MemoryStore):
             after = str(buckets[-1]["key"]["user_name"])
 
     def get_vectors(self, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        ids = list(dict.fromkeys(memory_ids))
-        if not ids:
-            return {}
-        self.ensure_index()
-        with self._calling("reading stored vectors"):
-            response = self._client.mget(index=self.index_name, ids=ids, source_includes=[queries.VECTOR_FIELD])
-        return {
-            doc["_id"]: np.asarray(doc["_source"][queries.VECTOR_FIELD], dtype=np.float32)
-            for doc in response["docs"]
-            if doc.get("found") and doc.get("_source", {}).get(queries.VECTOR_FIELD) is not None
-        }
+        return reads.stored_vectors(self, memory_ids)
 
     def reembed(self, *, batch_size: int = 256, progress: Progress | None = None) -> int:
         """Copy every memory, with new vectors, into a new index `<index_name>-reembed-<UTC time>`,
@@ -580,57 +386,7 @@ class ElasticsearchMemoryStore(MemoryStore):
         `mode` None: the `retrieve_mode` setting, else hybrid. Hybrid without a query (only
         `vector`) is dense ranking with fused scores.
         """
-        queries.validate_filter(memory_filter)
-        chosen = mode if mode is not None else (self.params.retrieve_mode or SearchMode.HYBRID)
-        try:
-            chosen = SearchMode(chosen)
-        except ValueError:
-            raise StoreError(f"unknown search mode {mode!r}; use one of {', '.join(m.value for m in SearchMode)}") from None
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-            raise StoreError(f"search: top_k must be a positive integer, got {top_k!r}")
-        if top_k > queries.MAX_RESULT_WINDOW:
-            raise StoreError(f"search: top_k may be at most {queries.MAX_RESULT_WINDOW} with Elasticsearch, got {top_k}")
-        if chosen is SearchMode.KEYWORD and not query:
-            raise StoreError("keyword search needs a query text")
-        if query is None and vector is None:
-            raise StoreError(f"{chosen.value} search needs a query text or a query vector")
-        if memory_filter.memory_ids == ():
-            return []
-        self.ensure_index()
-        self._require_current_model("search")
-        if chosen is SearchMode.DENSE:
-            return [node.with_score(score) for node, score in self._dense(memory_filter, query, vector, top_k)]
-        if chosen is SearchMode.KEYWORD:
-            return [node.with_score(score) for node, score in self._keyword(memory_filter, query or "", top_k)]
-        depth = min(max(top_k, self.params.hybrid_candidates), queries.MAX_RESULT_WINDOW)
-        found: dict[str, MemoryNode] = {}
-        lists: list[list[str]] = []
-        ranked_lists = [self._dense(memory_filter, query, vector, depth)]
-        if query:
-            ranked_lists.append(self._keyword(memory_filter, query, depth))
-        for ranked in ranked_lists:
-            lists.append([node.memory_id for node, _ in ranked])
-            found.update((node.memory_id, node) for node, _ in ranked)
-        return [found[memory_id].with_score(score) for memory_id, score in reciprocal_rank_fusion(lists)[:top_k]]
-
-    def _dense(
-        self, memory_filter: MemoryFilter, query: str | None, vector: np.ndarray | None, top_k: int
-    ) -> list[tuple[MemoryNode, float]]:
-        if vector is not None:
-            query_vector = self._unit_rows(vector, 1, "search vector")[0]
-        else:
-            query_vector = self._unit_rows(self.embedding_model.embed_queries([query or ""]), 1, "embedding model output")[0]
-        if not query_vector.any():
-            raise StoreError("dense search: the query vector is all zeros, which has no cosine similarity")
-        candidates = self.params.num_candidates
-        body = queries.knn_search_body(memory_filter, query_vector.tolist(), top_k=top_k, num_candidates=candidates)
-        hits = self._search(body, "dense search")
-        # the knn _score of cosine similarity is (1 + cosine) / 2; give back the cosine
-        return [(queries.document_to_node(hit["_source"]), 2.0 * float(hit["_score"]) - 1.0) for hit in hits]
-
-    def _keyword(self, memory_filter: MemoryFilter, query: str, top_k: int) -> list[tuple[MemoryNode, float]]:
-        body = queries.match_search_body(memory_filter, query, top_k=top_k)
-        return [(queries.document_to_node(hit["_source"]), float(hit["_score"])) for hit in self._search(body, "keyword search")]
+        return reads.search(self, memory_filter, query, vector, mode, top_k)
 
     def _search(self, body: dict[str, Any], action: str) -> list[dict[str, Any]]:
         with self._calling(action):

@@ -5,9 +5,10 @@
   transaction (a batch lands whole or not at all), one connection per thread.
 - Dense search: per-user float32 matrices in memory (`_sqlite_cache`), kept current through a
   trigger-filled change log, so writes from any process are seen by the next search.
-- Keyword search: FTS5 `bm25()` over text pre-tokenized by `memoryscope.text.tokenize` (jieba
+- Keyword search: FTS5 `bm25()` over text pre-tokenized by `memoryscope.text.index_terms` (jieba
   for Chinese), scoped to the user by a per-user token.
-- Hybrid search: reciprocal rank fusion (k = 60) of the dense and keyword lists.
+- Hybrid search: reciprocal rank fusion (k = 60) of the dense and keyword lists, the keyword list
+  weighted by `hybrid_keyword_weight`.
 - Re-embedding after a model change (`allow_model_change=True`, then `reembed`): resumable, in
   a side table, switched in one transaction (`_sqlite_reembed`).
 The layout is in `_sqlite_schema`.
@@ -25,7 +26,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from memoryscope.errors import StoreError
-from memoryscope.memory import MemoryNode, utc_now
+from memoryscope.memory import MemoryNode, embedding_text, utc_now
 from memoryscope.models.base import EmbeddingModel
 from memoryscope.progress import Progress
 from memoryscope.stores._sqlite_cache import MatrixCache, refresh
@@ -43,7 +44,7 @@ from memoryscope.stores._sqlite_schema import (
 )
 from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode, unit_rows
 from memoryscope.stores.fusion import reciprocal_rank_fusion
-from memoryscope.text import content_words, tokenize
+from memoryscope.text import index_terms, keyword_terms
 
 __all__ = ["SqliteMemoryStore"]
 
@@ -85,6 +86,12 @@ class SqliteMemoryStore(MemoryStore):
         hybrid_candidates: int = Field(
             default=100, gt=0, description="How deep the dense and the keyword lists go before rank fusion (at least top_k)."
         )
+        hybrid_keyword_weight: float = Field(
+            default=1.0,
+            gt=0,
+            description="Weight of the keyword list against the dense list (weight 1) in rank fusion; "
+            "above 1 trusts exact words more than meaning.",
+        )
         change_log_retain: int = Field(
             default=50_000,
             gt=0,
@@ -104,6 +111,7 @@ class SqliteMemoryStore(MemoryStore):
         busy_timeout_s: float = 30.0,
         cache_max_users: int = 32,
         hybrid_candidates: int = 100,
+        hybrid_keyword_weight: float = 1.0,
         change_log_retain: int = 50_000,
         allow_model_change: bool = False,
     ) -> None:
@@ -115,6 +123,7 @@ class SqliteMemoryStore(MemoryStore):
                 busy_timeout_s=busy_timeout_s,
                 cache_max_users=cache_max_users,
                 hybrid_candidates=hybrid_candidates,
+                hybrid_keyword_weight=hybrid_keyword_weight,
                 change_log_retain=change_log_retain,
             )
         except ValidationError as error:
@@ -197,7 +206,7 @@ class SqliteMemoryStore(MemoryStore):
         missing = [index for index, node in enumerate(nodes) if index not in known and stored.get(node.memory_id) != node.content]
         if not missing:
             return known
-        embedded = self._passage_vectors([nodes[index].content for index in missing])
+        embedded = self._passage_vectors([embedding_text(nodes[index]) for index in missing])
         return {**known, **dict(zip(missing, embedded, strict=True))}
 
     def _write_rows(
@@ -261,7 +270,7 @@ class SqliteMemoryStore(MemoryStore):
             # embedded inside the transaction: reading, changing and writing one node must not interleave
             # with another writer, and one passage costs milliseconds
             if new.content != old.content:
-                new_vectors = {0: self._passage_vectors([new.content])[0]}
+                new_vectors = {0: self._passage_vectors([embedding_text(new)])[0]}
             self._write_rows(connection, [new], [node_to_row(new)], [keyword_text(new)], new_vectors)
         return new
 
@@ -405,9 +414,11 @@ class SqliteMemoryStore(MemoryStore):
             else:
                 depth = max(top_k, self.params.hybrid_candidates)
                 lists = [[row_id for row_id, _ in self._dense(connection, memory_filter, query, vector, depth)]]
+                weights = [1.0]
                 if query:
                     lists.append([row_id for row_id, _ in self._keyword(connection, memory_filter, query, depth)])
-                ranked = reciprocal_rank_fusion(lists)[:top_k]
+                    weights.append(self.params.hybrid_keyword_weight)
+                ranked = reciprocal_rank_fusion(lists, weights=weights)[:top_k]
             rows = self._rows_by_row_id(connection, [row_id for row_id, _ in ranked])
         # built with their score at once: a node is immutable and copying it costs as much as building it
         return [node_from_row(rows[row_id], score) for row_id, score in ranked if row_id in rows]
@@ -441,7 +452,7 @@ class SqliteMemoryStore(MemoryStore):
     def _keyword(
         self, connection: sqlite3.Connection, memory_filter: MemoryFilter, query: str, top_k: int
     ) -> list[tuple[int, float]]:
-        terms = list(dict.fromkeys(content_words(query) or tokenize(query)))
+        terms = list(dict.fromkeys(keyword_terms(query) or index_terms(query)))
         if not terms:
             return []
         phrases = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)

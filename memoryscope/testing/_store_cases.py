@@ -1,5 +1,6 @@
-"""Data for the store contract: node and vector builders, sentences with known meanings, and
-filter cases (a mixed population and, per filter, what it must select).
+"""Data for the store contract: node and vector builders, sentences with known meanings, filter
+cases (a mixed population and, per filter, what it must select), and `ContractHelpers`, the
+helpers every part of the contract uses.
 
 Each filter case states its expectation as a plain Python predicate over nodes, so a backend's
 answer (SQL, numpy masks, Elasticsearch queries) is checked against an independent reading of
@@ -14,19 +15,23 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import numpy as np
+import pytest
 
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
 from memoryscope.models.base import EmbeddingModel
-from memoryscope.stores.base import MemoryFilter, TimeRange
+from memoryscope.stores.base import MemoryFilter, MemoryStore, TimeRange
 
 __all__ = [
     "BASE_TIME",
     "CHINESE",
     "ENGLISH",
+    "ContractHelpers",
     "FILTER_CASES",
     "FilterCase",
     "RenamedEmbedding",
+    "embedding_calls",
     "filter_population",
+    "ids",
     "make_node",
     "unit_vectors",
 ]
@@ -190,3 +195,38 @@ FILTER_CASES: list[FilterCase] = [
         reflected=True,
     ),
 ]
+
+
+def ids(nodes: Sequence[MemoryNode]) -> list[str]:
+    return [node.memory_id for node in nodes]
+
+
+def embedding_calls(model: EmbeddingModel) -> float:
+    return model.usage.snapshot()["calls"]
+
+
+class ContractHelpers:
+    """What the contract's test cases share: the user they write as, and writing with vectors."""
+
+    ann = MemoryFilter(user_name="ann")
+
+    @pytest.fixture(autouse=True)
+    def _remember_dimension(self, embedding_model: EmbeddingModel) -> None:
+        self.dimension = int(embedding_model.dimension)  # pytest makes one instance per test
+
+    def upsert_with_random_vectors(self, store: MemoryStore, nodes: Sequence[MemoryNode], seed: int = 0) -> np.ndarray:
+        vectors = unit_vectors(len(nodes), self.dimension, seed)
+        store.upsert(nodes, vectors=vectors)
+        return vectors
+
+    def upsert_sentences(self, store: MemoryStore, sentences: dict[str, str], user_name: str = "ann") -> dict[str, MemoryNode]:
+        nodes = {name: make_node(text, user_name=user_name, memory_id=f"{user_name}-{name}") for name, text in sentences.items()}
+        store.upsert(list(nodes.values()))
+        return nodes
+
+    @staticmethod
+    def assert_best_first(found: Sequence[MemoryNode], count: int) -> None:
+        assert len(found) == count
+        scores = [node.score for node in found]
+        assert all(score is not None for score in scores)
+        assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]  # None ruled out just above

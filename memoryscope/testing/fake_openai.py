@@ -33,11 +33,9 @@ import itertools
 import json
 import re
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
 from memoryscope.testing._fake_payloads import (
@@ -52,6 +50,7 @@ from memoryscope.testing._fake_payloads import (
     overlap_score,
     rerank_answer,
 )
+from memoryscope.testing._loopback import LoopbackHandler, LoopbackServer, serve_until_interrupted
 
 __all__ = ["FakeOpenAIServer", "RecordedRequest", "DASHSCOPE_RERANK_PATH", "embedding_vector", "overlap_score"]
 
@@ -97,8 +96,11 @@ class _Fault:
     stream_error_after: int | None = None  # a stream sends this many chunks, then an error event
 
 
-class FakeOpenAIServer:
+class FakeOpenAIServer(LoopbackServer):
     """The server; a context manager that starts it on a free port and stops it on exit."""
+
+    thread_name = "fake-openai"
+    listen_backlog = 128  # the default 5 makes bursts of parallel test requests wait a second
 
     def __init__(
         self,
@@ -110,8 +112,7 @@ class FakeOpenAIServer:
         report_usage: bool = True,
         api_key: str | None = None,
     ) -> None:
-        self.host = host
-        self.requested_port = port
+        super().__init__(host, port)
         self.default_reply = default_reply
         self.embedding_dimension = embedding_dimension
         self.report_usage = report_usage  # False: replies carry no `usage`, as some servers do
@@ -121,49 +122,10 @@ class FakeOpenAIServer:
         self._faults: deque[_Fault] = deque()
         self._overrides: dict[str, JsonHandler] = {}
         self._requests: list[RecordedRequest] = []
-        self._stopping = threading.Event()
-        self._httpd: _HttpServer | None = None
-        self._thread: threading.Thread | None = None
-
-    # -- lifecycle -------------------------------------------------------------------------
-
-    def start(self) -> FakeOpenAIServer:
-        if self._httpd is not None:
-            raise RuntimeError("FakeOpenAIServer is already running")
-        self._stopping.clear()
-        httpd = _HttpServer((self.host, self.requested_port), _Handler)
-        httpd.fake = self
-        self._httpd = httpd
-        # a short poll interval makes stop() quick; tests start and stop many servers
-        self._thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), name="fake-openai", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is None:
-            return
-        self._stopping.set()  # wakes handlers sleeping in a delay fault
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._httpd = self._thread = None
-
-    def __enter__(self) -> FakeOpenAIServer:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
-
-    @property
-    def port(self) -> int:
-        if self._httpd is None:
-            raise RuntimeError("FakeOpenAIServer is not running; use `with FakeOpenAIServer() as server:`")
-        return int(self._httpd.server_address[1])
 
     @property
     def root_url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return self.url
 
     @property
     def base_url(self) -> str:
@@ -289,24 +251,15 @@ class FakeOpenAIServer:
         return reply(body) if callable(reply) else reply
 
 
-class _HttpServer(ThreadingHTTPServer):
-    request_queue_size = 128  # the default 5 makes bursts of parallel test requests wait a second
-    fake: FakeOpenAIServer | None = None  # the server whose rules, faults and records apply
-
-
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(LoopbackHandler):
     server_version = "FakeOpenAI/1.0"
-    disable_nagle_algorithm = True  # headers and body are separate writes: avoid a delayed-ACK stall
 
     @property
     def fake(self) -> FakeOpenAIServer:
-        server = self.server
-        if not isinstance(server, _HttpServer) or server.fake is None:
+        owner = self.owner
+        if not isinstance(owner, FakeOpenAIServer):
             raise RuntimeError("_Handler serves only a FakeOpenAIServer")
-        return server.fake
-
-    def log_message(self, format: str, *args: Any) -> None:
-        """Silent: tests read `server.requests` instead of stderr."""
+        return owner
 
     def do_GET(self) -> None:  # the name http.server dispatches to
         self._serve("GET", None)
@@ -380,19 +333,17 @@ class _Handler(BaseHTTPRequestHandler):
             pass  # the client gave up (e.g. its timeout fired during a delay fault)
 
 
+FakeOpenAIServer.handler_class = _Handler  # defined after the server, which its type hints name
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Serve a fake OpenAI-compatible API on this machine.")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000, help="0 picks a free port")
     parser.add_argument("--reply", default="This is a fake reply.", help="the default chat reply")
     args = parser.parse_args(argv)
-    with FakeOpenAIServer(args.host, args.port, default_reply=args.reply) as server:
-        print(f"fake OpenAI-compatible API at {server.base_url} (Ctrl-C to stop)", flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
-            pass
+    server = FakeOpenAIServer(args.host, args.port, default_reply=args.reply)
+    serve_until_interrupted(server, "fake OpenAI-compatible API at {server.base_url} (Ctrl-C to stop)")
 
 
 if __name__ == "__main__":

@@ -25,62 +25,37 @@ Most tests pass precomputed vectors, so the suite stays fast; only the semantic 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 
-import numpy as np
 import pytest
 
 from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
 from memoryscope.models.base import EmbeddingModel
 from memoryscope.stores.base import MemoryFilter, MemoryStore, SearchMode, TimeRange
-from memoryscope.stores.fusion import reciprocal_rank_fusion
 from memoryscope.testing._store_cases import (
     BASE_TIME,
-    CHINESE,
     ENGLISH,
     FILTER_CASES,
     FilterCase,
     RenamedEmbedding,
+    embedding_calls,
     filter_population,
+    ids,
     make_node,
     unit_vectors,
 )
+from memoryscope.testing._store_contract_search import SearchCases
 from memoryscope.testing._store_contract_whole import WholeStoreCases
 
 __all__ = ["BASE_TIME", "RenamedEmbedding", "StoreContract", "make_node", "unit_vectors"]
 
 
-def _ids(nodes: Sequence[MemoryNode]) -> list[str]:
-    return [node.memory_id for node in nodes]
-
-
-def _calls(model: EmbeddingModel) -> float:
-    return model.usage.snapshot()["calls"]
-
-
-class StoreContract(WholeStoreCases):
+class StoreContract(SearchCases, WholeStoreCases):
     """Subclass with `store` and `embedding_model` fixtures (and optionally `reopen`, `reopen_to_reembed`)."""
-
-    ann = MemoryFilter(user_name="ann")
 
     def reopen(self, store: MemoryStore, embedding_model: EmbeddingModel) -> MemoryStore:
         pytest.skip(f"{type(self).__name__} has no reopen hook")
-
-    @pytest.fixture(autouse=True)
-    def _remember_dimension(self, embedding_model: EmbeddingModel) -> None:
-        self.dimension = int(embedding_model.dimension)  # pytest makes one instance per test
-
-    def upsert_with_random_vectors(self, store: MemoryStore, nodes: Sequence[MemoryNode], seed: int = 0) -> np.ndarray:
-        vectors = unit_vectors(len(nodes), self.dimension, seed)
-        store.upsert(nodes, vectors=vectors)
-        return vectors
-
-    def upsert_sentences(self, store: MemoryStore, sentences: dict[str, str], user_name: str = "ann") -> dict[str, MemoryNode]:
-        nodes = {name: make_node(text, user_name=user_name, memory_id=f"{user_name}-{name}") for name, text in sentences.items()}
-        store.upsert(list(nodes.values()))
-        return nodes
 
     # ---- writing and reading back -------------------------------------------------------------
 
@@ -119,7 +94,7 @@ class StoreContract(WholeStoreCases):
     def test_get_keeps_asked_order_and_skips_missing(self, store: MemoryStore) -> None:
         nodes = [make_node(f"fact {index}", memory_id=f"id-{index}") for index in range(3)]
         self.upsert_with_random_vectors(store, nodes)
-        assert _ids(store.get(["id-2", "missing", "id-0"])) == ["id-2", "id-0"]
+        assert ids(store.get(["id-2", "missing", "id-0"])) == ["id-2", "id-0"]
         assert store.get([]) == []
 
     def test_upsert_replaces_a_node_with_the_same_id(self, store: MemoryStore) -> None:
@@ -131,27 +106,27 @@ class StoreContract(WholeStoreCases):
         assert (back.content, back.access_count) == ("likes tea", 5)
 
     def test_upsert_embeds_missing_vectors_in_one_batch(self, store: MemoryStore, embedding_model: EmbeddingModel) -> None:
-        before = _calls(embedding_model)
+        before = embedding_calls(embedding_model)
         nodes = self.upsert_sentences(store, ENGLISH)
-        assert _calls(embedding_model) - before == 1
+        assert embedding_calls(embedding_model) - before == 1
         passage = embedding_model.embed_passages([ENGLISH["kyoto"]])[0]
         [best] = store.search(self.ann, vector=passage, mode=SearchMode.DENSE, top_k=1)
         assert best.memory_id == nodes["kyoto"].memory_id
         assert best.score == pytest.approx(1.0, abs=1e-4)
 
     def test_upsert_with_vectors_does_not_embed(self, store: MemoryStore, embedding_model: EmbeddingModel) -> None:
-        before = _calls(embedding_model)
+        before = embedding_calls(embedding_model)
         self.upsert_with_random_vectors(store, [make_node("a"), make_node("b")])
-        assert _calls(embedding_model) == before
+        assert embedding_calls(embedding_model) == before
 
     def test_upsert_keeps_the_stored_vector_when_content_is_unchanged(
         self, store: MemoryStore, embedding_model: EmbeddingModel
     ) -> None:
         node = make_node("likes coffee")
         [vector] = self.upsert_with_random_vectors(store, [node], seed=7)
-        before = _calls(embedding_model)
+        before = embedding_calls(embedding_model)
         store.upsert([node.replace(meta={"seen": 2}, reflected=True)])
-        assert _calls(embedding_model) == before
+        assert embedding_calls(embedding_model) == before
         [best] = store.search(self.ann, vector=vector, mode=SearchMode.DENSE, top_k=1)
         assert best.memory_id == node.memory_id and best.score == pytest.approx(1.0, abs=1e-4)
         assert best.meta == {"seen": 2}
@@ -212,7 +187,7 @@ class StoreContract(WholeStoreCases):
         passage = embedding_model.embed_passages([ENGLISH["cat"]])[0]
         [best] = store.search(self.ann, vector=passage, mode=SearchMode.DENSE, top_k=1)
         assert best.content == ENGLISH["cat"] and best.score == pytest.approx(1.0, abs=1e-4)
-        assert _ids(store.search(self.ann, query="Zorblax", mode=SearchMode.KEYWORD)) == [node.memory_id]
+        assert ids(store.search(self.ann, query="Zorblax", mode=SearchMode.KEYWORD)) == [node.memory_id]
 
     def test_update_refuses_unknown_fields_scores_and_missing_nodes(self, store: MemoryStore) -> None:
         node = make_node("likes coffee")
@@ -229,7 +204,7 @@ class StoreContract(WholeStoreCases):
         nodes = [make_node(f"fact {index}") for index in range(3)]
         self.upsert_with_random_vectors(store, nodes)
         assert store.delete([nodes[0].memory_id, "missing", nodes[1].memory_id]) == 2
-        assert _ids(store.scan(self.ann)) == [nodes[2].memory_id]
+        assert ids(store.scan(self.ann)) == [nodes[2].memory_id]
         assert store.delete([]) == 0
 
     def test_deleted_nodes_leave_every_search(self, store: MemoryStore) -> None:
@@ -238,7 +213,7 @@ class StoreContract(WholeStoreCases):
         assert len(store.search(self.ann, vector=vectors[0], mode=SearchMode.DENSE)) == 3  # warms any cache
         store.delete([nodes[0].memory_id])
         for mode in SearchMode:
-            found = _ids(store.search(self.ann, query="memo", vector=vectors[0], mode=mode))
+            found = ids(store.search(self.ann, query="memo", vector=vectors[0], mode=mode))
             assert nodes[0].memory_id not in found and len(found) == 2, mode
 
     # ---- scan, count and filters -----------------------------------------------------------------
@@ -256,7 +231,7 @@ class StoreContract(WholeStoreCases):
             expected = sorted(nodes, key=lambda node: (node.created_at, node.memory_id), reverse=newest_first)
             pages = [store.scan(self.ann, limit=5, offset=offset, newest_first=newest_first) for offset in range(0, 25, 5)]
             assert [len(page) for page in pages] == [5, 5, 5, 5, 3]
-            assert [node.memory_id for page in pages for node in page] == _ids(expected)
+            assert [node.memory_id for page in pages for node in page] == ids(expected)
         assert store.scan(self.ann, limit=5, offset=30) == []
 
     @pytest.mark.parametrize("case", FILTER_CASES, ids=[case.name for case in FILTER_CASES])
@@ -309,121 +284,12 @@ class StoreContract(WholeStoreCases):
         assert store.search(MemoryFilter("bob"), query="guitars", vector=vectors[0]) == []
         assert store.search(MemoryFilter("nobody"), query="guitars", vector=vectors[0]) == []
 
-    # ---- search --------------------------------------------------------------------------------
-
-    @pytest.mark.parametrize(
-        ("query", "expected"),
-        [
-            ("playing a musical instrument", "guitar"),
-            ("cooking Italian food", "pasta"),
-            ("a trip to Japan", "kyoto"),
-            ("pet animal", "cat"),
-        ],
-    )
-    def test_dense_search_ranks_the_closest_meaning_first(self, store: MemoryStore, query: str, expected: str) -> None:
-        nodes = self.upsert_sentences(store, ENGLISH)
-        found = store.search(self.ann, query=query, mode=SearchMode.DENSE, top_k=5)
-        assert found[0].memory_id == nodes[expected].memory_id
-        self.assert_best_first(found, 5)
-        assert all(-1.0 <= node.score <= 1.0 + 1e-6 for node in found if node.score is not None)
-
-    @pytest.mark.parametrize(("query", "expected"), [("乐器", "guitar"), ("吃什么", "hotpot"), ("运动锻炼", "running")])
-    def test_dense_search_in_chinese(self, store: MemoryStore, query: str, expected: str) -> None:
-        nodes = self.upsert_sentences(store, CHINESE)
-        assert store.search(self.ann, query=query, mode=SearchMode.DENSE, top_k=1)[0].memory_id == nodes[expected].memory_id
-
-    def test_keyword_search_finds_exact_words(self, store: MemoryStore) -> None:
-        nodes = self.upsert_sentences(store, ENGLISH)
-        found = store.search(self.ann, query="Zorblax", mode=SearchMode.KEYWORD)
-        assert _ids(found) == [nodes["cat"].memory_id]
-        assert found[0].score is not None and found[0].score > 0
-        assert store.search(self.ann, query="violin", mode=SearchMode.KEYWORD) == []
-        both = store.search(self.ann, query="the guitar and Kyoto", mode=SearchMode.KEYWORD)
-        assert set(_ids(both)) == {nodes["guitar"].memory_id, nodes["kyoto"].memory_id}
-        self.assert_best_first(both, 2)
-
-    def test_keyword_search_in_chinese(self, store: MemoryStore) -> None:
-        nodes = self.upsert_sentences(store, CHINESE)
-        assert _ids(store.search(self.ann, query="吉他", mode=SearchMode.KEYWORD)) == [nodes["guitar"].memory_id]
-        found = store.search(self.ann, query="用户喜欢弹吉他吗", mode=SearchMode.KEYWORD)
-        assert found[0].memory_id == nodes["guitar"].memory_id
-
-    def test_keyword_scores_rank_rarer_and_repeated_words_higher(self, store: MemoryStore) -> None:
-        nodes = [
-            make_node("tea tea tea and cake", memory_id="many"),
-            make_node("tea and a long list of other things to do today", memory_id="once"),
-            make_node("cake only", memory_id="cake"),
-        ]
-        self.upsert_with_random_vectors(store, nodes)
-        assert _ids(store.search(self.ann, query="tea", mode=SearchMode.KEYWORD)) == ["many", "once"]
-
-    def test_hybrid_is_the_rank_fusion_of_dense_and_keyword(self, store: MemoryStore) -> None:
-        nodes = self.upsert_sentences(store, ENGLISH)
-        query = "Zorblax and the guitar"
-        dense = _ids(store.search(self.ann, query=query, mode=SearchMode.DENSE, top_k=5))
-        keyword = _ids(store.search(self.ann, query=query, mode=SearchMode.KEYWORD, top_k=5))
-        hybrid = store.search(self.ann, query=query, mode=SearchMode.HYBRID, top_k=5)
-        fused = reciprocal_rank_fusion([dense, keyword], k=60)
-        assert _ids(hybrid) == [item for item, _ in fused]
-        assert [node.score for node in hybrid] == pytest.approx([score for _, score in fused])
-        assert set(_ids(hybrid[:2])) == {nodes["cat"].memory_id, nodes["guitar"].memory_id}
-
-    def test_search_with_a_precomputed_vector_does_not_embed(self, store: MemoryStore, embedding_model: EmbeddingModel) -> None:
-        nodes = self.upsert_sentences(store, ENGLISH)
-        vector = embedding_model.embed_query("cooking Italian food")
-        before = _calls(embedding_model)
-        for mode in (SearchMode.DENSE, SearchMode.HYBRID):
-            found = store.search(self.ann, query="cooking Italian food", vector=vector, mode=mode, top_k=3)
-            assert found[0].memory_id == nodes["pasta"].memory_id
-        assert _ids(store.search(self.ann, vector=vector, mode=SearchMode.HYBRID, top_k=1)) == [nodes["pasta"].memory_id]
-        assert _calls(embedding_model) == before
-
-    def test_search_time_range_excludes_other_and_unknown_times(self, store: MemoryStore) -> None:
-        days = [-10, -5, -1, None]
-        nodes = [
-            make_node(f"memo {index}", event_time=None if day is None else BASE_TIME + timedelta(days=day))
-            for index, day in enumerate(days)
-        ]
-        vectors = self.upsert_with_random_vectors(store, nodes)
-        recent = MemoryFilter("ann", time_range=TimeRange("event_time", BASE_TIME - timedelta(days=6), BASE_TIME))
-        for mode in SearchMode:
-            found = store.search(recent, query="memo", vector=vectors[3], mode=mode)
-            assert set(_ids(found)) == {nodes[1].memory_id, nodes[2].memory_id}, mode
-
-    def test_search_respects_top_k(self, store: MemoryStore) -> None:
-        nodes = [make_node(f"memo {index}") for index in range(8)]
-        vectors = self.upsert_with_random_vectors(store, nodes)
-        for mode in SearchMode:
-            found = store.search(self.ann, query="memo", vector=vectors[0], mode=mode, top_k=3)
-            assert len(found) == 3, mode
-            self.assert_best_first(found, 3)
-
-    def test_search_refuses_what_it_cannot_do(self, store: MemoryStore) -> None:
-        self.upsert_with_random_vectors(store, [make_node("memo")])
-        dimension = self.dimension
-        refusals: list[Callable[[], object]] = [
-            lambda: store.search(self.ann, mode=SearchMode.DENSE),
-            lambda: store.search(self.ann, vector=np.ones(dimension), mode=SearchMode.KEYWORD),
-            lambda: store.search(self.ann, vector=np.ones(dimension + 1), mode=SearchMode.DENSE),
-            lambda: store.search(self.ann, query="memo", top_k=0),
-        ]
-        for refusal in refusals:
-            with pytest.raises(StoreError):
-                refusal()
-
-    @staticmethod
-    def assert_best_first(found: Sequence[MemoryNode], count: int) -> None:
-        assert len(found) == count
-        scores = [node.score for node in found]
-        assert all(score is not None for score in scores)
-        assert scores == sorted(scores, reverse=True)  # type: ignore[type-var]  # None ruled out just above
-
     # ---- the embedding model the vectors were made with ------------------------------------------
 
     def test_reopen_with_the_same_model_keeps_everything(self, store: MemoryStore, embedding_model: EmbeddingModel) -> None:
         nodes = self.upsert_sentences(store, ENGLISH)
         with self.reopen(store, embedding_model) as reopened:
-            assert reopened.get(_ids(list(nodes.values()))) == list(nodes.values())
+            assert reopened.get(ids(list(nodes.values()))) == list(nodes.values())
             [best] = reopened.search(self.ann, query="pet animal", mode=SearchMode.DENSE, top_k=1)
             assert best.memory_id == nodes["cat"].memory_id
 

@@ -40,7 +40,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from memoryscope.errors import StoreError
-from memoryscope.memory import MemoryNode, utc_now
+from memoryscope.memory import MemoryNode, embedding_text, utc_now
 from memoryscope.progress import Progress
 from memoryscope.stores.base import MemoryStore
 
@@ -211,7 +211,7 @@ def _write(store: MemoryStore, batch: list[tuple[MemoryNode, np.ndarray | None]]
         else:
             matrix[index] = vector
     if missing:  # lines without a vector (e.g. an Elasticsearch memory stored without one)
-        matrix[missing] = store.embedding_model.embed_passages([nodes[index].content for index in missing])
+        matrix[missing] = store.embedding_model.embed_passages([embedding_text(nodes[index]) for index in missing])
     store.upsert(nodes, vectors=matrix)
 
 

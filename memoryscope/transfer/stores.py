@@ -26,7 +26,7 @@ import numpy as np
 
 from memoryscope.config import Config, load_config
 from memoryscope.errors import ConfigError, StoreError
-from memoryscope.memory import MemoryNode
+from memoryscope.memory import MemoryNode, embedding_text
 from memoryscope.progress import Progress
 from memoryscope.stores.base import MemoryStore
 from memoryscope.stores.factory import build_store
@@ -141,7 +141,7 @@ def _source_vectors(source: MemoryStore, target: MemoryStore, nodes: list[Memory
         else:
             matrix[index] = vector
     if missing:
-        matrix[missing] = target.embedding_model.embed_passages([nodes[index].content for index in missing])
+        matrix[missing] = target.embedding_model.embed_passages([embedding_text(nodes[index]) for index in missing])
     return matrix
 
 

@@ -171,3 +171,12 @@ def test_bm25_prefers_rare_terms_and_min_max_scales() -> None:
     assert scores[0] > scores[1] == scores[2] > 0  # "user" is everywhere, so it weighs little
     assert min_max([2.0, 4.0, -math.inf]) == [0.0, 1.0, 0.0]
     assert min_max([3.0, 3.0]) == [0.0, 0.0]
+
+
+def test_fusion_keyword_sees_speaker_and_context_and_folds_inflections() -> None:
+    """A chat message matches on who said it and what it answered, and "hobbies" meets "hobby"."""
+    ranker = FusionRank(FusionRank.Params(vector_weight=0, keyword_weight=1, recency_weight=0))
+    reply = MemoryNode(user_name="ann", content="Mostly pottery.", meta={"speaker": "Jon", "context": "Any new hobby?"})
+    others = [node("Jon went to Paris"), node("user plays chess")]
+    scores = ranker.score("What are Jon's hobbies?", [*others, reply])
+    assert max(range(3), key=scores.__getitem__) == 2

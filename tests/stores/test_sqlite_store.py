@@ -292,3 +292,35 @@ def test_a_large_batch_and_many_users_with_a_small_cache(db_path: Path, embeddin
         for _ in range(2):
             for user in users:
                 assert _top(store, vectors[user][777], MemoryFilter(user))[0] == f"{user}-777"
+
+
+def test_keyword_search_matches_speaker_and_context_with_stems(store: SqliteMemoryStore) -> None:
+    reply = make_node("Mostly pottery.", meta={"speaker": "Jon", "context": "Any new hobbies lately?"})
+    store.upsert([reply, make_node("Paris in May")])
+    hits = store.search(ANN, query="What is Jon's hobby?", mode=SearchMode.KEYWORD)
+    assert [hit.memory_id for hit in hits] == [reply.memory_id]
+
+
+def test_an_old_keyword_index_is_rebuilt_on_open(db_path: Path, embedding_model: LocalEmbedding) -> None:
+    node = make_node("She was painting sunsets")
+    with SqliteMemoryStore(path=db_path, embedding_model=embedding_model) as first:
+        first.upsert([node])
+    with sqlite3.connect(db_path) as raw:  # as an older MemoryScope left it: unstemmed words, no version
+        raw.execute("UPDATE memory_words SET words = 'she was painting sunsets'")
+        raw.execute("DELETE FROM store_meta WHERE key = 'keyword_index_version'")
+    raw.close()
+    with SqliteMemoryStore(path=db_path, embedding_model=embedding_model) as second:
+        assert [n.memory_id for n in second.search(ANN, query="paint sunset", mode=SearchMode.KEYWORD)] == [node.memory_id]
+
+
+def test_hybrid_keyword_weight_weighs_the_keyword_list(db_path: Path, embedding_model: LocalEmbedding) -> None:
+    """Fused score = 1 / (60 + dense rank) + weight / (60 + keyword rank)."""
+    worded, close = make_node("zebra crossing"), make_node("a completely unrelated sentence")
+    vectors = unit_vectors(2, embedding_model.dimension, seed=5)
+    for weight in (0.5, 2.0):
+        with SqliteMemoryStore(path=db_path, embedding_model=embedding_model, hybrid_keyword_weight=weight) as opened:
+            opened.upsert([worded, close], vectors=vectors)
+            hits = opened.search(ANN, query="zebra", vector=vectors[1], mode=SearchMode.HYBRID, top_k=2)
+            scores = {hit.memory_id: hit.score for hit in hits}
+            assert scores[worded.memory_id] == pytest.approx(1 / 62 + weight / 61)
+            assert scores[close.memory_id] == pytest.approx(1 / 61)

@@ -30,7 +30,7 @@ def test_stores_user_and_assistant_messages_as_conversation_memories(store: Any)
     stored = sorted(store.scan(MemoryFilter(user_name="ann")), key=lambda node: node.meta["role"], reverse=True)
     assert [(n.content, n.meta) for n in stored] == [
         ("I play the guitar every evening", {"role": "user", "speaker": "ann"}),
-        ("That sounds fun!", {"role": "assistant", "speaker": "AI"}),
+        ("That sounds fun!", {"role": "assistant", "speaker": "AI", "context": "I play the guitar every evening"}),
     ]
     assert all(n.memory_type is MemoryType.CONVERSATION and not n.reflected for n in stored)
     assert all(n.message_time == SAID and n.target_name == "ann" for n in stored)
@@ -67,3 +67,30 @@ def test_messages_without_ids_are_idempotent_too_and_naive_times_get_the_zone(st
     worker.run(MemoryContext(user_name="ann", messages=naive))
     [node] = store.scan(MemoryFilter(user_name="ann"))
     assert node.message_time == SAID  # 21:26:20 in Asia/Shanghai
+
+
+def test_keeps_the_previous_messages_as_context(store: Any) -> None:
+    """Each message remembers what it answered (system and empty messages skipped), so keyword
+    search finds "Paris" in the reply to a question about Paris."""
+    messages = (
+        Message("user", "Where did you go in May?", SAID, message_id="q"),
+        Message("system", "ignored", SAID, message_id="s"),
+        Message("assistant", "To Paris, with my sister.", SAID, name="Jon", message_id="a"),
+        Message("user", "Nice!", SAID, message_id="n"),
+    )
+    ctx = MemoryContext(user_name="ann", target_name="ann", messages=messages)
+    build_worker("read_message", {"context_messages": 2}, make_env(store=store)).run(ctx)
+    context = {n.content: n.meta.get("context") for n in store.scan(MemoryFilter(user_name="ann"))}
+    assert context == {
+        "Where did you go in May?": None,
+        "To Paris, with my sister.": "Where did you go in May?",
+        "Nice!": "Where did you go in May?\nTo Paris, with my sister.",
+    }
+    hits = store.search(MemoryFilter(user_name="ann"), query="Jon May", mode="keyword", top_k=1)
+    assert [hit.content for hit in hits] == ["To Paris, with my sister."]
+
+
+def test_context_can_be_turned_off(store: Any) -> None:
+    ctx = MemoryContext(user_name="ann", target_name="ann", messages=MESSAGES)
+    build_worker("read_message", {"context_messages": 0}, make_env(store=store)).run(ctx)
+    assert all("context" not in n.meta for n in store.scan(MemoryFilter(user_name="ann")))

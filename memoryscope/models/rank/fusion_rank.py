@@ -5,8 +5,9 @@ by the weights in `Params` (a weighted mean, so only the weights' ratios matter)
 
 - vector: the retrieval score already on each memory (`node.score`, e.g. cosine similarity from
   the store); a memory without one gets the lowest;
-- keyword: BM25 of the query's content words (`memoryscope.text.content_words`, English and
-  Chinese) against each memory's content, with document frequencies from the candidates
+- keyword: BM25 of the query's stemmed content words (`memoryscope.text.keyword_terms`, English
+  and Chinese) against what keyword search indexes of each memory (`searchable_text`: content,
+  key, a message's speaker and context), with document frequencies from the candidates
   themselves, so words shared by every candidate weigh little;
 - recency: `0.5 ** (age_days / recency_half_life_days)`, the age measured from when the memory
   was said (`message_time`, else `created_at`) to `query_time` (else now). Future times count
@@ -26,8 +27,9 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field, model_validator
 
+from memoryscope.memory import searchable_text
 from memoryscope.models.base import RANK_BACKENDS, ModelParams, RankModel
-from memoryscope.text import content_words
+from memoryscope.text import keyword_terms
 
 if TYPE_CHECKING:
     from memoryscope.memory import MemoryNode
@@ -70,7 +72,7 @@ class FusionRank(RankModel):
             params = self.params
             signals = (
                 (params.vector_weight, min_max([_vector_score(memory) for memory in memories])),
-                (params.keyword_weight, min_max(bm25_scores(query, [memory.content for memory in memories]))),
+                (params.keyword_weight, min_max(bm25_scores(query, [searchable_text(memory) for memory in memories]))),
                 (params.recency_weight, min_max(self._recency(memories, query_time))),
             )
             total = sum(weight for weight, _ in signals)
@@ -106,10 +108,10 @@ def min_max(values: Sequence[float]) -> list[float]:
 
 def bm25_scores(query: str, documents: Sequence[str]) -> list[float]:
     """BM25 of the query's content words in each document, statistics taken over `documents`."""
-    query_terms = set(content_words(query))
+    query_terms = set(keyword_terms(query))
     if not query_terms or not documents:
         return [0.0] * len(documents)
-    counts = [Counter(content_words(document)) for document in documents]
+    counts = [Counter(keyword_terms(document)) for document in documents]
     lengths = [sum(count.values()) for count in counts]
     average_length = (sum(lengths) / len(lengths)) or 1.0
     total = len(documents)

@@ -1,0 +1,212 @@
+"""The scheduler's records and trigger arithmetic: what `memoryscope.scheduler` keeps per run and user.
+
+Plain data and pure functions; the locking and threads stay in `memoryscope.scheduler`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from memoryscope.context import MemoryContext
+from memoryscope.memory import MemoryStatus, MemoryType
+from memoryscope.stores.base import MemoryFilter, MemoryStore
+
+if TYPE_CHECKING:
+    from memoryscope.service import Operation
+    from memoryscope.workflow import RunResult
+
+__all__ = [
+    "RunRecord",
+    "Running",
+    "RunningOperation",
+    "SchedulerStatus",
+    "Track",
+    "Triggers",
+    "count_pending",
+    "fired_trigger",
+    "log_run",
+    "pending_counts",
+    "readable",
+    "run_record",
+    "thresholds",
+]
+
+
+@dataclass(frozen=True)
+class Triggers:
+    """When the scheduler runs one backend operation (all None: on demand only)."""
+
+    messages: int | None = None
+    observations: int | None = None
+    interval_s: float | None = None
+
+    @classmethod
+    def of(cls, operation: Operation) -> Triggers:
+        params = operation.params
+        return cls(
+            getattr(params, "trigger_messages", None),
+            getattr(params, "trigger_observations", None),
+            getattr(params, "interval_time", None),
+        )
+
+    @property
+    def counted(self) -> bool:
+        return self.messages is not None or self.observations is not None
+
+    def __bool__(self) -> bool:
+        return self.counted or self.interval_s is not None
+
+
+@dataclass(frozen=True)
+class RunningOperation:
+    user_name: str
+    operation: str
+    trigger: str  # why it runs: "5 pending messages (trigger_messages: 5)", "on demand", ...
+    started_at: datetime
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One finished run of a backend operation."""
+
+    user_name: str
+    operation: str
+    trigger: str
+    started_at: datetime
+    seconds: float
+    result: str  # the operation's readable result ("" when it failed)
+    error: str = ""  # "" when the run succeeded
+    abandoned: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return not self.error and not self.abandoned
+
+
+@dataclass(frozen=True)
+class SchedulerStatus:
+    """A snapshot: what runs now, what waits, and how the last runs went, per (user, operation)."""
+
+    enabled: bool
+    started: bool
+    closed: bool
+    running: tuple[RunningOperation, ...]
+    waiting: tuple[str, ...]  # users queued for a trigger check
+    last_runs: Mapping[tuple[str, str], RunRecord]
+    last_errors: Mapping[tuple[str, str], RunRecord]  # the latest failed run, kept after later successes
+    runs: int
+    errors: int
+
+    def last_error(self, user_name: str, operation: str) -> str:
+        record = self.last_errors.get((user_name, operation))
+        return record.error if record is not None else ""
+
+
+@dataclass
+class Track:
+    """What the scheduler knows about one (user, operation)."""
+
+    news: bool = True  # something happened since the last run (never run counts as news)
+    settled: dict[str, int] = field(default_factory=dict)  # trigger kind → count when it last ran
+    interval_due: bool = False  # the timer says the interval has passed
+    next_interval: float | None = None  # monotonic time the interval passes next
+
+
+@dataclass
+class Running:
+    info: RunningOperation
+    context: MemoryContext
+    abandoned: bool = False
+
+
+def count_pending(store: MemoryStore, kind: str, user: str) -> int:
+    """Pending messages or unreflected observations of the user (in the default target and workspace)."""
+    if kind == "messages":
+        memory_filter = MemoryFilter(
+            user_name=user, target_name="", workspace="", memory_types=(MemoryType.CONVERSATION,), reflected=False
+        )
+    else:
+        memory_filter = MemoryFilter(
+            user_name=user,
+            target_name="",
+            workspace="",
+            memory_types=(MemoryType.OBSERVATION, MemoryType.OBS_CUSTOMIZED),  # what reflection loads
+            status=MemoryStatus.VALID,
+            reflected=False,
+        )
+    return store.count(memory_filter)
+
+
+def thresholds(triggers: Triggers) -> tuple[tuple[str, int | None], ...]:
+    """Each counted trigger kind with its threshold (None: that trigger is not set)."""
+    return (("messages", triggers.messages), ("observations", triggers.observations))
+
+
+def pending_counts(store: MemoryStore | None, triggers: Triggers, user: str) -> dict[str, int]:
+    """The user's count for each counted trigger that is set (none without a store)."""
+    if store is None:
+        return {}
+    return {kind: count_pending(store, kind, user) for kind, threshold in thresholds(triggers) if threshold is not None}
+
+
+def fired_trigger(triggers: Triggers, counts: Mapping[str, int], track: Track) -> str | None:
+    """Why the operation is due for the user (`track` is a snapshot), or None when it is not."""
+    for kind, threshold in thresholds(triggers):
+        count = counts.get(kind)
+        if threshold is None or count is None or count < threshold:
+            continue
+        if track.news or track.settled.get(kind) != count:
+            noun = "pending messages" if kind == "messages" else "unreflected observations"
+            return f"{count} {noun} (trigger_{kind}: {threshold})"
+    if track.interval_due:
+        return f"interval_time: {triggers.interval_s:g}s"
+    return None
+
+
+def run_record(running: Running, result: RunResult | None, error: BaseException | None, seconds: float) -> RunRecord:
+    info = running.info
+    return RunRecord(
+        user_name=info.user_name,
+        operation=info.operation,
+        trigger=info.trigger,
+        started_at=info.started_at,
+        seconds=seconds,
+        result=readable(result) if result is not None else "",
+        error=f"{type(error).__name__}: {error}" if error is not None else "",
+        abandoned=running.abandoned,
+    )
+
+
+def log_run(logger: logging.Logger, service_name: str, record: RunRecord, error: BaseException | None) -> None:
+    """Log a finished run: an error with its traceback at debug level, a result at info level."""
+    if error is not None:
+        logger.error(
+            "service %s: %s for user %r (%s) failed: %s",
+            service_name,
+            record.operation,
+            record.user_name,
+            record.trigger,
+            record.error,
+        )
+        logger.debug("traceback of the failed run", exc_info=error)
+    elif record.result:
+        logger.info(
+            "service %s: %s for user %r (%s): %s",
+            service_name,
+            record.operation,
+            record.user_name,
+            record.trigger,
+            record.result,
+        )
+
+
+def readable(result: RunResult) -> str:
+    """A one-line account of a run: its result, why it stopped, what it skipped."""
+    text = result.context.result or (f"stopped: {result.stopped}" if result.stopped else "done")
+    if result.skipped:
+        text += f" (skipped: {', '.join(result.skipped)})"
+    return text

@@ -1,0 +1,146 @@
+"""Read paths of `elasticsearch_memory_store`: search, scan and the stored vectors.
+
+Functions of the store (`ElasticsearchMemoryStore` calls them); they use its client, settings
+and error wrapping. Dense search uses the `knn` option, keyword search BM25 `multi_match`, and
+hybrid search fuses both lists in the client by reciprocal rank fusion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from memoryscope.errors import StoreError
+from memoryscope.memory import MemoryNode
+from memoryscope.stores import _es_queries as queries
+from memoryscope.stores.base import MemoryFilter, SearchMode
+from memoryscope.stores.fusion import reciprocal_rank_fusion
+
+if TYPE_CHECKING:
+    from memoryscope.stores.elasticsearch_store import ElasticsearchMemoryStore
+
+__all__ = ["dense", "keyword", "scan", "search", "stored_vectors"]
+
+
+def search(
+    store: ElasticsearchMemoryStore,
+    memory_filter: MemoryFilter,
+    query: str | None,
+    vector: np.ndarray | None,
+    mode: SearchMode | str | None,
+    top_k: int,
+) -> list[MemoryNode]:
+    """Dense scores are cosines, keyword scores BM25 (higher is better), hybrid scores fused ranks.
+
+    `mode` None: the `retrieve_mode` setting, else hybrid. Hybrid without a query (only
+    `vector`) is dense ranking with fused scores.
+    """
+    queries.validate_filter(memory_filter)
+    chosen = mode if mode is not None else (store.params.retrieve_mode or SearchMode.HYBRID)
+    try:
+        chosen = SearchMode(chosen)
+    except ValueError:
+        raise StoreError(f"unknown search mode {mode!r}; use one of {', '.join(m.value for m in SearchMode)}") from None
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise StoreError(f"search: top_k must be a positive integer, got {top_k!r}")
+    if top_k > queries.MAX_RESULT_WINDOW:
+        raise StoreError(f"search: top_k may be at most {queries.MAX_RESULT_WINDOW} with Elasticsearch, got {top_k}")
+    if chosen is SearchMode.KEYWORD and not query:
+        raise StoreError("keyword search needs a query text")
+    if query is None and vector is None:
+        raise StoreError(f"{chosen.value} search needs a query text or a query vector")
+    if memory_filter.memory_ids == ():
+        return []
+    store.ensure_index()
+    store._require_current_model("search")
+    if chosen is SearchMode.DENSE:
+        return [node.with_score(score) for node, score in dense(store, memory_filter, query, vector, top_k)]
+    if chosen is SearchMode.KEYWORD:
+        return [node.with_score(score) for node, score in keyword(store, memory_filter, query or "", top_k)]
+    depth = min(max(top_k, store.params.hybrid_candidates), queries.MAX_RESULT_WINDOW)
+    found: dict[str, MemoryNode] = {}
+    lists: list[list[str]] = []
+    ranked_lists = [dense(store, memory_filter, query, vector, depth)]
+    if query:
+        ranked_lists.append(keyword(store, memory_filter, query, depth))
+    for ranked in ranked_lists:
+        lists.append([node.memory_id for node, _ in ranked])
+        found.update((node.memory_id, node) for node, _ in ranked)
+    return [found[memory_id].with_score(score) for memory_id, score in reciprocal_rank_fusion(lists)[:top_k]]
+
+
+def dense(
+    store: ElasticsearchMemoryStore, memory_filter: MemoryFilter, query: str | None, vector: np.ndarray | None, top_k: int
+) -> list[tuple[MemoryNode, float]]:
+    if vector is not None:
+        query_vector = store._unit_rows(vector, 1, "search vector")[0]
+    else:
+        query_vector = store._unit_rows(store.embedding_model.embed_queries([query or ""]), 1, "embedding model output")[0]
+    if not query_vector.any():
+        raise StoreError("dense search: the query vector is all zeros, which has no cosine similarity")
+    candidates = store.params.num_candidates
+    body = queries.knn_search_body(memory_filter, query_vector.tolist(), top_k=top_k, num_candidates=candidates)
+    hits = store._search(body, "dense search")
+    # the knn _score of cosine similarity is (1 + cosine) / 2; give back the cosine
+    return [(queries.document_to_node(hit["_source"]), 2.0 * float(hit["_score"]) - 1.0) for hit in hits]
+
+
+def keyword(
+    store: ElasticsearchMemoryStore, memory_filter: MemoryFilter, query: str, top_k: int
+) -> list[tuple[MemoryNode, float]]:
+    body = queries.match_search_body(memory_filter, query, top_k=top_k)
+    return [(queries.document_to_node(hit["_source"]), float(hit["_score"])) for hit in store._search(body, "keyword search")]
+
+
+def scan(
+    store: ElasticsearchMemoryStore, memory_filter: MemoryFilter, limit: int, offset: int, newest_first: bool
+) -> list[MemoryNode]:
+    """A page by `from`/`size` while `offset + limit` stays within 10,000 (the default
+    `index.max_result_window`); deeper pages walk there with `search_after`, page by page
+    (not a point-in-time snapshot: writes meanwhile may shift them)."""
+    queries.validate_filter(memory_filter)
+    if limit < 0 or offset < 0:
+        raise StoreError(f"scan: limit and offset must not be negative, got limit={limit}, offset={offset}")
+    if limit == 0 or memory_filter.memory_ids == ():
+        return []
+    store.ensure_index()
+    if offset + limit <= queries.MAX_RESULT_WINDOW:
+        body = queries.scan_body(memory_filter, size=limit, offset=offset, newest_first=newest_first)
+        return [queries.document_to_node(hit["_source"]) for hit in store._search(body, "scan")]
+    after: list[Any] | None = None
+    skip = offset
+    while skip > 0:
+        size = min(skip, queries.MAX_RESULT_WINDOW)
+        body = queries.scan_body(memory_filter, size=size, newest_first=newest_first, search_after=after, with_source=False)
+        hits = store._search(body, "scan")
+        if len(hits) < size:
+            return []
+        skip -= size
+        after = hits[-1]["sort"]
+    nodes: list[MemoryNode] = []
+    while len(nodes) < limit:
+        size = min(limit - len(nodes), queries.MAX_RESULT_WINDOW)
+        body = queries.scan_body(memory_filter, size=size, newest_first=newest_first, search_after=after)
+        hits = store._search(body, "scan")
+        nodes.extend(queries.document_to_node(hit["_source"]) for hit in hits)
+        if len(hits) < size:
+            break
+        after = hits[-1]["sort"]
+    return nodes
+
+
+def stored_vectors(store: ElasticsearchMemoryStore, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
+    """The stored vectors of the memories that have one, by memory id."""
+    ids = list(dict.fromkeys(memory_ids))
+    if not ids:
+        return {}
+    store.ensure_index()
+    with store._calling("reading stored vectors"):
+        response = store._client.mget(index=store.index_name, ids=ids, source_includes=[queries.VECTOR_FIELD])
+    return {
+        doc["_id"]: np.asarray(doc["_source"][queries.VECTOR_FIELD], dtype=np.float32)
+        for doc in response["docs"]
+        if doc.get("found") and doc.get("_source", {}).get(queries.VECTOR_FIELD) is not None
+    }

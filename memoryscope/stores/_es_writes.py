@@ -1,0 +1,194 @@
+"""The write paths of `elasticsearch_memory_store`: bulk upsert and delete, one-document update.
+
+Functions of the store (`ElasticsearchMemoryStore` calls them); they use its client, settings
+and error wrapping. Bulk writes are not atomic: a partly failed batch raises `BulkWriteError`
+naming what failed and what was written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from memoryscope.errors import StoreError
+from memoryscope.memory import MemoryNode, embedding_text, utc_now
+from memoryscope.stores import _es_connection as connection
+from memoryscope.stores import _es_queries as queries
+from memoryscope.stores.base import MemoryFilter
+
+if TYPE_CHECKING:
+    from memoryscope.stores.elasticsearch_store import ElasticsearchMemoryStore
+
+__all__ = ["BULK_BATCH", "UPDATABLE", "BulkWriteError", "delete", "delete_by_filter", "update", "upsert"]
+
+BULK_BATCH = 500  # documents per _bulk request (~2 MB with 384-d vectors)
+UPDATABLE = frozenset(MemoryNode.__dataclass_fields__) - {"memory_id", "score"}
+
+
+class BulkWriteError(StoreError):
+    """Some items of a bulk write failed; the others were written (Elasticsearch bulk is not atomic)."""
+
+    def __init__(self, message: str, failed: dict[str, str], written: list[str]):
+        self.failed = failed  # memory_id -> "error_type: reason"
+        self.written = written  # memory ids that did land
+        super().__init__(message)
+
+
+def upsert(store: ElasticsearchMemoryStore, nodes: Sequence[MemoryNode], vectors: np.ndarray | None) -> None:
+    """Index the nodes (create or replace). Not atomic: see `BulkWriteError`."""
+    nodes = list(nodes)
+    for node in nodes:
+        if not isinstance(node, MemoryNode):
+            raise StoreError(f"upsert takes MemoryNode objects, got {type(node).__name__}")
+    given = None if vectors is None else store._unit_rows(vectors, len(nodes), "upsert vectors")
+    # a memory_id repeated in one batch: the last one wins, as if upserted one after another
+    keep = sorted({node.memory_id: index for index, node in enumerate(nodes)}.values())
+    nodes = [nodes[index] for index in keep]
+    if not nodes:
+        return
+    store.ensure_index()
+    store._require_current_model("upsert")
+    rows = given[keep] if given is not None else stored_or_fresh_vectors(store, nodes)
+    documents = [queries.node_to_document(node, queries.stored_vector(row)) for node, row in zip(nodes, rows, strict=True)]
+    failed: dict[str, str] = {}
+    written: list[str] = []
+    for start in range(0, len(documents), BULK_BATCH):
+        batch = documents[start : start + BULK_BATCH]
+        try:
+            items = store._bulk(queries.bulk_index_lines(batch), "bulk upsert")
+        except StoreError as error:
+            if not written:
+                raise
+            raise StoreError(f"{error}; {len(written)} memories of earlier bulk requests were written") from None
+        for document, item in zip(batch, items, strict=True):
+            result = item.get("index", {})
+            if "error" in result:
+                failed[document["memory_id"]] = connection.item_reason(result)
+            else:
+                written.append(document["memory_id"])
+    if failed:
+        raise bulk_error(store, "bulk upsert", failed, written)
+
+
+def stored_or_fresh_vectors(store: ElasticsearchMemoryStore, nodes: Sequence[MemoryNode]) -> np.ndarray:
+    """The stored vector where the stored content is the same, else a fresh passage vector."""
+    ids = [node.memory_id for node in nodes]
+    with store._calling("reading stored vectors"):
+        response = store._client.mget(index=store.index_name, ids=ids, source_includes=["content", queries.VECTOR_FIELD])
+    stored = {doc["_id"]: doc["_source"] for doc in response["docs"] if doc.get("found")}
+    rows = np.zeros((len(nodes), store.dimension), dtype=np.float32)
+    missing: list[int] = []
+    for index, node in enumerate(nodes):
+        source = stored.get(node.memory_id)
+        vector = None if source is None or source.get("content") != node.content else source.get(queries.VECTOR_FIELD)
+        if vector is not None and len(vector) == store.dimension:
+            rows[index] = np.asarray(vector, dtype=np.float32)
+        else:
+            missing.append(index)
+    if missing:
+        texts = [embedding_text(nodes[index]) for index in missing]
+        rows[missing] = store._unit_rows(store.embedding_model.embed_passages(texts), len(missing), "embedding model output")
+    return rows
+
+
+def bulk_error(store: ElasticsearchMemoryStore, action: str, failed: dict[str, str], written: list[str]) -> BulkWriteError:
+    shown = "; ".join(f"{memory_id}: {reason}" for memory_id, reason in list(failed.items())[:20])
+    more = f"; and {len(failed) - 20} more" if len(failed) > 20 else ""
+    message = store._where(
+        f"{action}: {len(failed)} of {len(failed) + len(written)} memories failed and the other {len(written)} "
+        f"were written (Elasticsearch bulk writes are not atomic); failed: {shown}{more}"
+    )
+    return BulkWriteError(message, failed, written)
+
+
+def update(store: ElasticsearchMemoryStore, memory_id: str, changes: dict[str, Any]) -> MemoryNode:
+    """Change fields of one node; `updated_at` becomes now unless given.
+
+    Only the changed fields are sent (the `update` API with `doc`), guarded by the version
+    read, so a concurrent change makes this fail instead of being overwritten. A change to
+    `meta` rewrites the whole document instead: `update` merges objects key by key and could
+    not drop a key.
+    """
+    unknown = sorted(set(changes) - UPDATABLE)
+    if unknown:
+        known = ", ".join(sorted(UPDATABLE))
+        raise StoreError(f"cannot update {', '.join(unknown)} of memory {memory_id!r}; updatable fields: {known}")
+    store.ensure_index()
+    store._require_current_model("update")
+    with store._calling("reading the memory to update"):
+        response = store._client.mget(index=store.index_name, ids=[memory_id])
+    doc = response["docs"][0]
+    if not doc.get("found"):
+        raise StoreError(store._where(f"no memory {memory_id!r}"))
+    old = queries.document_to_node(doc["_source"])
+    try:
+        new = old.replace(**{"updated_at": utc_now(), **changes})
+    except (TypeError, ValueError) as error:
+        raise StoreError(f"cannot update memory {memory_id!r}: {error}") from None
+    old_document = queries.node_to_document(old)
+    document = queries.node_to_document(new, doc["_source"].get(queries.VECTOR_FIELD))
+    if new.content != old.content:
+        row = store._unit_rows(store.embedding_model.embed_passages([embedding_text(new)]), 1, "embedding model output")[0]
+        document[queries.VECTOR_FIELD] = queries.stored_vector(row)
+    # optimistic concurrency: the write fails (409) if the document changed since it was read
+    version = {"if_seq_no": doc["_seq_no"], "if_primary_term": doc["_primary_term"]} if "_seq_no" in doc else {}
+    target = {"index": store.index_name, "id": memory_id, "refresh": store.params.refresh, **version}
+    with store._calling(f"updating memory {memory_id!r}"):
+        try:
+            if document["meta"] != old_document["meta"]:
+                store._client.index(document=queries.drop_empty_vector(document), **target)
+            else:
+                changed = {name: value for name, value in document.items() if old_document.get(name, value) != value}
+                if queries.VECTOR_FIELD in document and new.content != old.content:
+                    changed[queries.VECTOR_FIELD] = document[queries.VECTOR_FIELD]
+                store._client.update(body=queries.update_body(changed), **target)
+        except store._api_error as error:
+            if getattr(error, "status_code", None) == 409:
+                raise StoreError(store._where(f"memory {memory_id!r} changed while it was being updated; retry")) from None
+            if getattr(error, "status_code", None) == 404:
+                raise StoreError(store._where(f"no memory {memory_id!r} (deleted while it was being updated)")) from None
+            raise
+    return new
+
+
+def delete(store: ElasticsearchMemoryStore, memory_ids: Sequence[str]) -> int:
+    ids = list(dict.fromkeys(memory_ids))
+    if not ids:
+        return 0
+    store.ensure_index()
+    deleted: list[str] = []
+    failed: dict[str, str] = {}
+    for start in range(0, len(ids), BULK_BATCH):
+        batch = ids[start : start + BULK_BATCH]
+        for memory_id, item in zip(batch, store._bulk(queries.bulk_delete_lines(batch), "bulk delete"), strict=True):
+            result = item.get("delete", {})
+            if "error" in result:
+                failed[memory_id] = connection.item_reason(result)
+            elif result.get("result") == "deleted":
+                deleted.append(memory_id)
+    if failed:
+        raise bulk_error(store, "bulk delete", failed, deleted)
+    return len(deleted)
+
+
+def delete_by_filter(store: ElasticsearchMemoryStore, memory_filter: MemoryFilter) -> int:
+    """`_delete_by_query`, refreshed unless `refresh` is "false" (it takes no `wait_for`).
+
+    It deletes what a search would find at the time, so writes made with refresh "false"
+    and not yet refreshed may survive it."""
+    queries.validate_filter(memory_filter)
+    if memory_filter.memory_ids == ():
+        return 0
+    store.ensure_index()
+    with store._calling("delete by filter"):
+        response = store._client.delete_by_query(
+            index=store.index_name, body=queries.delete_by_query_body(memory_filter), refresh=store.params.refresh != "false"
+        )
+    failures = response.get("failures") or []
+    if failures:
+        reasons = "; ".join(str((item.get("cause") or {}).get("reason", item)) for item in failures[:5])
+        deleted = response.get("deleted", 0)
+        raise StoreError(store._where(f"delete by filter removed {deleted} memories, then failed: {reasons}"))
+    return int(response.get("deleted", 0))

@@ -1,0 +1,35 @@
+"""Keyword terms: stopwords out, English inflections folded, other scripts untouched."""
+
+from __future__ import annotations
+
+import pytest
+
+from memoryscope.text import index_terms, keyword_terms, stem
+
+
+@pytest.mark.parametrize(
+    ("words", "stemmed"),
+    [
+        (("hobby", "hobbies"), "hobby"),
+        (("paint", "painting", "painted", "paints"), "paint"),
+        (("class", "classes"), "class"),
+        (("run", "running"), "run"),
+        (("like", "likes", "liked", "liking"), "lik"),
+        (("carry", "carried", "carries"), "carry"),
+        (("beach", "beaches"), "beach"),
+        (("jon", "jon's"), "jon"),
+    ],
+)
+def test_inflections_share_a_stem(words: tuple[str, ...], stemmed: str) -> None:
+    assert {stem(word) for word in words} == {stemmed}
+
+
+@pytest.mark.parametrize("word", ["bus", "this", "gas", "analysis", "2023", "的", "café", "yes"])
+def test_short_words_numbers_and_other_scripts_are_kept(word: str) -> None:
+    assert stem(word) == word
+
+
+def test_query_and_index_terms_meet() -> None:
+    """A query's terms are found among the index terms of a text that inflects them differently."""
+    assert keyword_terms("What are Melanie's hobbies?") == keyword_terms("Melanie hobby")
+    assert set(keyword_terms("painted sunsets")) <= set(index_terms("I love painting a sunset"))
