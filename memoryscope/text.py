@@ -49,6 +49,8 @@ def _jieba() -> Any:  # jieba ships no type hints
 
 def tokenize(text: str) -> list[str]:
     """All tokens of `text`, in order, lower-cased; CJK runs split into words."""
+    if not _CJK.search(text):
+        return _TOKEN.findall(text.lower())  # the common case, without a Python loop per token
     tokens: list[str] = []
     for match in _TOKEN.finditer(text):
         piece = match.group(0)
@@ -101,7 +103,7 @@ def _without_final_e(word: str) -> str:
 
 def keyword_terms(text: str) -> list[str]:
     """The stemmed content words of `text`: what a keyword query looks for."""
-    return [stem(word) for word in content_words(text)]
+    return [stem(word) for word in tokenize(text) if word not in STOPWORDS]
 
 
 def index_terms(text: str) -> list[str]:

@@ -7,6 +7,8 @@ from datetime import datetime
 from typing import ClassVar
 from zoneinfo import ZoneInfo
 
+from pydantic import Field
+
 from memoryscope.context import MemoryContext, Message
 from memoryscope.env import Env
 from memoryscope.memory import MemoryNode, MemoryType
@@ -35,7 +37,9 @@ class ReadMessageWorker(Worker):
     """Store `messages` as `conversation` memories, in one atomic write.
 
     User and assistant messages are both kept (`meta["role"]`, `meta["speaker"]` tell them
-    apart); system messages and empty ones are not. `reflected=False` marks a message that
+    apart); system messages and empty ones are not. `meta["context"]` holds the text of the
+    `context_messages` messages just before it in the same batch (what it answers), which keyword
+    search indexes with it (`memoryscope.memory.searchable_text`). `reflected=False` marks a message that
     consolidation has not used yet. Messages already stored are left as they are (consolidation
     may have marked them), so reading the same messages again adds nothing: a message's memory
     id is derived from the user and its `message_id` (see `message_memory_id`).
@@ -46,7 +50,11 @@ class ReadMessageWorker(Worker):
     writes: ClassVar[tuple[str, ...]] = ("details", "result")
 
     class Params(WorkerParams):
-        pass
+        context_messages: int = Field(
+            2, ge=0, description="How many earlier messages of the same batch to keep as a message's context; 0 keeps none."
+        )
+
+    params: Params
 
     def bind(self, env: Env) -> None:
         self._store: MemoryStore = env.require_store(f"worker.{self.name}")
@@ -55,10 +63,11 @@ class ReadMessageWorker(Worker):
 
     def run(self, ctx: MemoryContext) -> None:
         nodes: dict[str, MemoryNode] = {}
-        for message in ctx.messages:
-            if message.role == "system" or not message.content.strip():
-                continue
-            node = self._node(ctx, message)
+        kept = [message for message in ctx.messages if message.role != "system" and message.content.strip()]
+        depth = self.params.context_messages
+        for index, message in enumerate(kept):
+            context = "\n".join(earlier.content.strip() for earlier in kept[max(0, index - depth) : index])
+            node = self._node(ctx, message, context)
             nodes.setdefault(node.memory_id, node)
         known = {node.memory_id for node in self._store.get(list(nodes))} if nodes else set()
         new = [node for memory_id, node in nodes.items() if memory_id not in known]
@@ -70,8 +79,11 @@ class ReadMessageWorker(Worker):
             new=len(new), known=len(known), messages="message" if len(new) == 1 else "messages"
         )
 
-    def _node(self, ctx: MemoryContext, message: Message) -> MemoryNode:
+    def _node(self, ctx: MemoryContext, message: Message, context: str) -> MemoryNode:
         speaker = message.name or (ctx.user_name if message.role == "user" else message.role)
+        meta = {"role": message.role, "speaker": speaker}
+        if context:
+            meta["context"] = context
         return MemoryNode(
             user_name=ctx.user_name,
             target_name=ctx.target_name,
@@ -82,7 +94,7 @@ class ReadMessageWorker(Worker):
             message_time=self._aware(message.time),
             source_message_ids=(message.message_id,) if message.message_id else (),
             reflected=False,
-            meta={"role": message.role, "speaker": speaker},
+            meta=meta,
         )
 
     def _aware(self, moment: datetime) -> datetime:

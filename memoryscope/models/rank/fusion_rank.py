@@ -23,6 +23,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime, timezone
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from pydantic import Field, model_validator
@@ -95,6 +96,13 @@ def _vector_score(memory: MemoryNode) -> float:
     return memory.score if memory.score is not None and math.isfinite(memory.score) else -math.inf
 
 
+@lru_cache(maxsize=4096)
+def _term_counts(document: str) -> Counter[str]:
+    """The keyword terms of a memory's text, counted; cached since the same memories come back
+    query after query. Callers only read the Counter."""
+    return Counter(keyword_terms(document))
+
+
 def min_max(values: Sequence[float]) -> list[float]:
     """`values` scaled to [0, 1]; -inf (no value) becomes 0; all equal becomes all 0."""
     finite = [value for value in values if math.isfinite(value)]
@@ -111,7 +119,7 @@ def bm25_scores(query: str, documents: Sequence[str]) -> list[float]:
     query_terms = set(keyword_terms(query))
     if not query_terms or not documents:
         return [0.0] * len(documents)
-    counts = [Counter(keyword_terms(document)) for document in documents]
+    counts = [_term_counts(document) for document in documents]
     lengths = [sum(count.values()) for count in counts]
     average_length = (sum(lengths) / len(lengths)) or 1.0
     total = len(documents)
