@@ -131,6 +131,7 @@ def _time_queries(scope: MemoryScope, dimension: int, case: Case) -> dict[str, A
             workers.setdefault(name, []).append(seconds)
         progress.advance()
     progress.close()
+    by_mode = _time_by_mode(store, template, texts[_WARMUP:], vectors[_WARMUP:])
     embedding_calls = embedder.usage.calls - calls_before
     if embedding_calls:
         raise SystemExit(f"{case.label}: the embedding model was called {embedding_calls} times while timing")
@@ -144,6 +145,7 @@ def _time_queries(scope: MemoryScope, dimension: int, case: Case) -> dict[str, A
             {"mode": str(getattr(options["mode"], "value", options["mode"])), "top_k": options["top_k"]}
             for _, options in template
         ],
+        "store_search_by_mode_ms": by_mode,
         "worker_ms_p50": {name: round(statistics.median(values) * 1000, 3) for name, values in workers.items()},
         "memories_returned_p50": statistics.median(returned) if returned else 0,
         "embedding_calls_during_timing": embedding_calls,
@@ -168,3 +170,20 @@ def _recorded_searches(store: Any, call: Any) -> list[tuple[Any, dict[str, Any]]
     if not recorded:
         print("warning: retrieve_memory made no store search", file=sys.stderr)
     return recorded
+
+
+def _time_by_mode(
+    store: Any, template: list[tuple[Any, dict[str, Any]]], texts: list[str], vectors: np.ndarray
+) -> dict[str, Any]:
+    """The recorded searches again as dense only and as keyword only (same filter and top_k), to
+    show which half of a hybrid search costs what. At most 50 queries: a breakdown, not a headline."""
+    out: dict[str, Any] = {}
+    for mode in ("dense", "keyword"):
+        seconds = []
+        for index in range(min(50, len(texts))):
+            started = time.perf_counter()
+            for memory_filter, options in template:
+                store.search(memory_filter, query=texts[index], vector=vectors[index], **{**options, "mode": mode})
+            seconds.append(time.perf_counter() - started)
+        out[mode] = percentiles_ms(seconds)
+    return out

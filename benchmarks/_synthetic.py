@@ -1,14 +1,19 @@
-"""Synthetic memories for load tests: text from a small Zipf-distributed vocabulary, random vectors.
+"""Synthetic memories for load tests: text from a Zipf-distributed vocabulary, random vectors.
 
-The text only has to exercise keyword search realistically: a few very common words with long
-posting lists and a long tail of rare ones, as in real chat. Words are made-up syllable strings
-(no stopwords among them, so every word reaches the keyword index). Vectors are random unit
-vectors passed to `store.upsert(vectors=...)`: the embedding model is never called.
+The text only has to load keyword search the way real chat does. Calibrated on the LoCoMo turns
+(content words, i.e. after stopwords): there, a turn has ~14 content words, the most common word
+is in 23% of turns, and a question's words together appear in ~8% of turns (summed document
+frequency). Here: 8-20 words a memory from 20,000 made-up words with Zipf-Mandelbrot frequencies
+(1 / (rank + 5)), so the most common word is in ~25% of memories; queries of 3-8 words from the
+same distribution without its 10 most common words (questions are not made of chat filler),
+summed document frequency ~0.1. Vectors are random unit vectors passed to
+`store.upsert(vectors=...)`: the embedding model is never called.
 """
 
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from functools import lru_cache
 
 import numpy as np
 
@@ -64,32 +69,44 @@ BASE_TIME = datetime(2024, 1, 1, tzinfo=timezone.utc)
 
 
 class SyntheticText:
-    """Sentences and queries over `vocabulary_size` made-up words with Zipf (s = 1) frequencies."""
+    """Sentences and queries over `vocabulary_size` made-up words with Zipf-Mandelbrot frequencies."""
 
-    def __init__(self, vocabulary_size: int = 2000, seed: int = 0) -> None:
-        rng = np.random.default_rng(seed)
-        words: list[str] = []
-        seen: set[str] = set()
-        while len(words) < vocabulary_size:
-            word = "".join(rng.choice(_SYLLABLES, size=int(rng.integers(2, 4))))
-            if word not in seen:
-                seen.add(word)
-                words.append(word)
-        self.words = np.array(words)
-        weights = 1.0 / np.arange(1, vocabulary_size + 1)
+    def __init__(self, vocabulary_size: int = 20_000, seed: int = 0, offset: float = 5.0, query_skip: int = 10) -> None:
+        self.words = _vocabulary(vocabulary_size, seed)
+        weights = 1.0 / (np.arange(1, vocabulary_size + 1) + offset)
         self.probabilities = weights / weights.sum()
+        query_weights = weights.copy()
+        query_weights[:query_skip] = 0.0
+        self.query_probabilities = query_weights / query_weights.sum()
 
-    def sentences(self, count: int, rng: np.random.Generator, low: int = 8, high: int = 24) -> list[str]:
+    def sentences(self, count: int, rng: np.random.Generator, low: int = 8, high: int = 20) -> list[str]:
+        return self._draw(count, rng, low, high, self.probabilities)
+
+    def queries(self, count: int, rng: np.random.Generator) -> list[str]:
+        return self._draw(count, rng, 3, 8, self.query_probabilities)
+
+    def _draw(self, count: int, rng: np.random.Generator, low: int, high: int, probabilities: np.ndarray) -> list[str]:
         lengths = rng.integers(low, high + 1, size=count)
-        picked = rng.choice(len(self.words), size=int(lengths.sum()), p=self.probabilities)
+        picked = rng.choice(len(self.words), size=int(lengths.sum()), p=probabilities)
         out, start = [], 0
         for length in lengths:
             out.append(" ".join(self.words[picked[start : start + length]]))
             start += length
         return out
 
-    def queries(self, count: int, rng: np.random.Generator) -> list[str]:
-        return self.sentences(count, rng, low=3, high=8)
+
+@lru_cache(maxsize=4)
+def _vocabulary(size: int, seed: int) -> np.ndarray:
+    """`size` distinct made-up words of 2-4 syllables, the same for the same seed."""
+    rng = np.random.default_rng(seed)
+    words: dict[str, None] = {}
+    while len(words) < size:
+        count = 2 * (size - len(words)) + 16
+        syllables = rng.choice(_SYLLABLES, size=(count, 4))
+        lengths = rng.integers(2, 5, size=count)
+        for row, length in zip(syllables, lengths, strict=True):
+            words.setdefault("".join(row[:length]), None)
+    return np.array(list(words)[:size])
 
 
 def unit_vectors(count: int, dimension: int, rng: np.random.Generator) -> np.ndarray:

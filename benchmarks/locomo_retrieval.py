@@ -3,7 +3,7 @@
     python -m benchmarks.locomo_retrieval --data DIR [--config NAME|PATH] [--k 5 10 25] --out FILE.json
 
 Every turn of each conversation is handed to the project's own `read_message` operation (one
-call per session, the way a chatbot hands over a conversation), as a message of that
+call per session by default, `--batch-size N` for N messages a call), as a message of that
 conversation's user (the file name), with its session's date-time, its speaker in
 `Message.name` and its `dia_id` as `message_id`. Each question of categories 1-4 then goes to
 `retrieve_memory` with the question as query and the last session's time as query time.
@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from memoryscope.workers.read_message import message_memory_id
 
 from benchmarks._baselines import BASELINES, baseline_rankings
 from benchmarks._common import Progress, machine, percentiles_ms, print_table, run_stamp, write_json
@@ -42,6 +41,7 @@ from benchmarks._locomo import Conversation, Question, load_conversations
 from memoryscope.app import MemoryScope
 from memoryscope.context import MemoryContext, Message
 from memoryscope.memory import MemoryNode
+from memoryscope.workers.read_message import message_memory_id
 
 __all__ = ["main", "CATEGORIES"]
 
@@ -71,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             overrides = {"memory_store.path": str(Path(folder) / "memories.db"), "global.output_memory_max_count": max(ks)}
             with MemoryScope(args.config, overrides=overrides) as scope:
                 embedding_model = getattr(getattr(scope.store, "embedding_model", None), "model_name", "unknown")
-                ingest_seconds = _ingest(scope, conversations)
+                ingest_seconds = _ingest(scope, conversations, args.batch_size)
                 project, latencies, checks = _ask(scope, conversations, ks, details)
     finally:
         if details is not None:
@@ -89,6 +89,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "turns": turns,
         "latency_note": "wall time of one retrieve_memory call, query embedding included",
         "ingest_note": "turns/s through the read_message operation, passage embedding and store write included",
+        "ingest_batch": args.batch_size or "session",
         "checks": checks,
         "data_notes": {
             "evidence_ids_dropped": sum(c.evidence_dropped for c in conversations),
@@ -118,6 +119,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", required=True, help="where to write the JSON result")
     parser.add_argument("--baselines", action=argparse.BooleanOptionalAction, default=True, help="also run plain BM25/dense/RRF")
     parser.add_argument("--details", help="optional JSON-lines file with each question's evidence ranks")
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=0,
+        help="messages per read_message call; 0 (default) hands over each session whole",
+    )
     return parser
 
 
@@ -125,19 +132,20 @@ def _user(conversation: Conversation) -> str:
     return conversation.name
 
 
-def _ingest(scope: MemoryScope, conversations: Sequence[Conversation]) -> float:
-    """Hand every session to read_message; the seconds spent inside those calls."""
+def _ingest(scope: MemoryScope, conversations: Sequence[Conversation], batch_size: int = 0) -> float:
+    """Hand every session to read_message (whole, or in batches of `batch_size` messages, as a
+    chatbot calling after each exchange would); the seconds spent inside those calls."""
     service = scope.default_service
     progress = Progress("ingest", sum(len(c.turns) for c in conversations), "turns")
     spent = 0.0
     for conversation in conversations:
         for _, _, turns in conversation.sessions:
-            messages = tuple(
-                Message(role="user", content=t.content, time=t.time, name=t.speaker, message_id=t.dia_id) for t in turns
-            )
-            started = time.perf_counter()
-            service.run_operation("read_message", _user(conversation), messages=messages)
-            spent += time.perf_counter() - started
+            messages = [Message(role="user", content=t.content, time=t.time, name=t.speaker, message_id=t.dia_id) for t in turns]
+            size = batch_size or len(messages)
+            for start in range(0, len(messages), size):
+                started = time.perf_counter()
+                service.run_operation("read_message", _user(conversation), messages=tuple(messages[start : start + size]))
+                spent += time.perf_counter() - started
             progress.advance(len(turns))
     progress.close()
     return spent
@@ -220,6 +228,7 @@ def _detail(
         "answer": question.answer,
         "evidence": list(question.evidence),
         "evidence_ranks": [rank_of.get(dia_id) for dia_id in question.evidence],
+        "ranked": ranked,
         "top": [{"dia_ids": ids, "content": node.content[:200]} for ids, node in zip(ranked[:5], memories[:5], strict=False)],
     }
 
@@ -233,9 +242,7 @@ def _baselines(conversations: Sequence[Conversation], ks: Sequence[int]) -> dict
     for conversation in conversations:
         turns = conversation.turns
         questions = [q for q in conversation.questions if q.category in CATEGORIES]
-        passages = np.concatenate(
-            [model.embed_passages([t.said for t in turns[i : i + 64]]) for i in range(0, len(turns), 64)]
-        )
+        passages = np.concatenate([model.embed_passages([t.said for t in turns[i : i + 64]]) for i in range(0, len(turns), 64)])
         progress.advance(len(turns))
         query_vectors = model.embed_queries([q.text for q in questions])
         rankings = baseline_rankings([t.said for t in turns], passages, [q.text for q in questions], query_vectors)
