@@ -34,6 +34,7 @@ from memoryscope.models.base import ModelParams
 
 __all__ = [
     "RemoteParams",
+    "json_client",
     "RetryPolicy",
     "AttemptFailed",
     "RemoteCaller",
@@ -315,3 +316,16 @@ class JsonHttpClient(RemoteCaller):
 
     def close(self) -> None:
         self._session.close()
+
+
+def json_client(params: RemoteParams, backend: str, endpoint: str) -> JsonHttpClient:
+    """The HTTP client of one remote model: its key read from `api_key_env`, its retry policy and timeout."""
+    key = read_api_key(params.api_key_env, backend=backend, model=params.model_name, endpoint=endpoint)
+    return JsonHttpClient(
+        backend=backend,
+        model=params.model_name,
+        url=endpoint,
+        policy=params.retry_policy(),
+        timeout_s=params.timeout,
+        api_key=key,
+    )

@@ -267,7 +267,8 @@ def test_subjects_beyond_the_budget_go_to_another_call(
     )
     worker.run(ctx)
     calls = len(chats(server))
-    assert 1 < calls < 5 and ctx.details["update_insight"]["calls"] == calls
+    assert calls in range(2, 5)
+    assert ctx.details["update_insight"]["calls"] == calls
     assert sorted(by_key(ctx.updated_insights)) == ["diet", "hobby", "home city", "job", "pet"]
 
 

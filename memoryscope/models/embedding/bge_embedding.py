@@ -20,7 +20,7 @@ import numpy as np
 from pydantic import Field
 
 from memoryscope.models.base import EMBEDDING_BACKENDS, EmbeddingModel
-from memoryscope.models.http import JsonHttpClient, RemoteParams, read_api_key, reported_tokens
+from memoryscope.models.http import RemoteParams, json_client, reported_tokens
 from memoryscope.models.token_count import count_tokens
 
 __all__ = ["BgeEmbedding"]
@@ -49,15 +49,7 @@ class BgeEmbedding(EmbeddingModel):
         endpoint = f"{params.api_base.rstrip('/')}/embeddings"
         super().__init__(params.model_name, endpoint=endpoint)
         self.params = params
-        key = read_api_key(params.api_key_env, backend=self.backend, model=params.model_name, endpoint=endpoint)
-        self._client = JsonHttpClient(
-            backend=self.backend,
-            model=params.model_name,
-            url=endpoint,
-            policy=params.retry_policy(),
-            timeout_s=params.timeout,
-            api_key=key,
-        )
+        self._client = json_client(params, self.backend, endpoint)
         self._dimension = params.dimensions
         self._lock = threading.Lock()
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from memoryscope.models.base import RANK_BACKENDS, RankModel
-from memoryscope.models.http import JsonHttpClient, RemoteParams, read_api_key, reported_tokens
+from memoryscope.models.http import RemoteParams, json_client, reported_tokens
 from memoryscope.models.token_count import count_tokens
 
 if TYPE_CHECKING:
@@ -49,15 +49,7 @@ class BgeRank(RankModel):
         endpoint = params.api_base.rstrip("/") + self.endpoint_path
         super().__init__(params.model_name, endpoint=endpoint)
         self.params = params
-        key = read_api_key(params.api_key_env, backend=self.backend, model=params.model_name, endpoint=endpoint)
-        self._client = JsonHttpClient(
-            backend=self.backend,
-            model=params.model_name,
-            url=endpoint,
-            policy=params.retry_policy(),
-            timeout_s=params.timeout,
-            api_key=key,
-        )
+        self._client = json_client(params, self.backend, endpoint)
 
     def score(self, query: str, memories: Sequence[MemoryNode], query_time: datetime | None = None) -> list[float]:
         """One score per memory, in the order given; `query_time` plays no part here."""
