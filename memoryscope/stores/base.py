@@ -17,13 +17,16 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
+from pydantic import BaseModel, ValidationError
 
 from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
 from memoryscope.registry import Registry
+
+ParamsT = TypeVar("ParamsT", bound=BaseModel)
 
 if TYPE_CHECKING:
     from memoryscope.models.base import EmbeddingModel
@@ -183,3 +186,12 @@ def unit_rows(vectors: Any, count: int, dimension: int, model_name: str, what: s
         raise StoreError(f"{what}: vectors contain NaN or infinite values")
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     return matrix / np.where(norms > 0, norms, 1.0)
+
+
+def validated_params(params_model: type[ParamsT], store_name: str, **values: Any) -> ParamsT:
+    """A store's constructor arguments checked by its `Params` model; a bad one is one `StoreError` line."""
+    try:
+        return params_model(**values)
+    except ValidationError as error:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
+        raise StoreError(f"{store_name}: {problems}") from None

@@ -39,7 +39,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryNode
@@ -49,7 +49,7 @@ from memoryscope.stores import _es_queries as queries
 from memoryscope.stores import _es_reads as reads
 from memoryscope.stores import _es_writes as writes
 from memoryscope.stores._es_writes import BulkWriteError
-from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode, unit_rows
+from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode, unit_rows, validated_params
 
 if TYPE_CHECKING:
     from memoryscope.progress import Progress
@@ -129,25 +129,23 @@ class ElasticsearchMemoryStore(MemoryStore):
 
         `allow_model_change` (not a YAML key): open an index whose vectors another embedding model
         made, to `reembed` it; until then writes and searches are refused."""
-        try:
-            params = self.Params(
-                hosts=[hosts] if isinstance(hosts, str) else list(hosts),
-                index_name=index_name,
-                api_key_env=api_key_env,
-                username_env=username_env,
-                password_env=password_env,
-                verify_certs=verify_certs,
-                ca_certs=ca_certs,
-                request_timeout=request_timeout,
-                refresh=refresh,
-                num_candidates=num_candidates,
-                hybrid_candidates=hybrid_candidates,
-                analyzer=analyzer,
-                retrieve_mode=retrieve_mode,
-            )
-        except ValidationError as error:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-            raise StoreError(f"elasticsearch_memory_store: {problems}") from None
+        params = validated_params(
+            self.Params,
+            "elasticsearch_memory_store",
+            hosts=[hosts] if isinstance(hosts, str) else list(hosts),
+            index_name=index_name,
+            api_key_env=api_key_env,
+            username_env=username_env,
+            password_env=password_env,
+            verify_certs=verify_certs,
+            ca_certs=ca_certs,
+            request_timeout=request_timeout,
+            refresh=refresh,
+            num_candidates=num_candidates,
+            hybrid_candidates=hybrid_candidates,
+            analyzer=analyzer,
+            retrieve_mode=retrieve_mode,
+        )
         try:
             import elasticsearch  # imported here: an optional extra, and discovery imports this module
         except ImportError:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryNode, embedding_text, utc_now
@@ -42,7 +42,7 @@ from memoryscope.stores._sqlite_schema import (
     scope_token,
     validate_filter,
 )
-from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode, unit_rows
+from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode, unit_rows, validated_params
 from memoryscope.stores.fusion import reciprocal_rank_fusion
 from memoryscope.text import index_terms, keyword_terms
 
@@ -117,18 +117,16 @@ class SqliteMemoryStore(MemoryStore):
     ) -> None:
         """`allow_model_change` (not a YAML key): open a file whose vectors another embedding
         model made, to `reembed` it; until then writes and searches are refused."""
-        try:
-            params = self.Params(
-                path=Path(path),
-                busy_timeout_s=busy_timeout_s,
-                cache_max_users=cache_max_users,
-                hybrid_candidates=hybrid_candidates,
-                hybrid_keyword_weight=hybrid_keyword_weight,
-                change_log_retain=change_log_retain,
-            )
-        except ValidationError as error:
-            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in error.errors())
-            raise StoreError(f"sqlite_memory_store: {problems}") from None
+        params = validated_params(
+            self.Params,
+            "sqlite_memory_store",
+            path=Path(path),
+            busy_timeout_s=busy_timeout_s,
+            cache_max_users=cache_max_users,
+            hybrid_candidates=hybrid_candidates,
+            hybrid_keyword_weight=hybrid_keyword_weight,
+            change_log_retain=change_log_retain,
+        )
         self.params = params
         self.path = params.path
         self.embedding_model = embedding_model
