@@ -1,7 +1,9 @@
-"""The final order of retrieved memories: relevance, weighted by kind of memory and by time."""
+"""The final order of retrieved memories: relevance, weighted by kind of memory, by time and by speaker."""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable
 from datetime import datetime
 from typing import ClassVar
 from zoneinfo import ZoneInfo
@@ -27,17 +29,21 @@ DEFAULT_RATIOS: dict[MemoryType, float] = {
 
 @register_worker("fuse_rerank")
 class FuseRerankWorker(Worker):
-    """Score = rank score × the memory type's ratio × `fuse_time_ratio` when the memory is in time.
+    """Score = rank score × the memory type's ratio × `fuse_time_ratio` when the memory is in time
+    × `fuse_speaker_ratio` when it was said by the one person the query names.
 
     A memory is "in time" when its `event_time` or its `message_time` falls in the `time_range`
-    that `extract_time` found in the query (no range: no boost). Memories whose rank score (in
+    that `extract_time` found in the query (no range: no boost). A query that names exactly one
+    of the candidates' speakers (`meta["speaker"]`, as a whole word) asks about that person, and
+    what a person says about themselves is where the answer usually is ("What did Jon do after
+    losing his job?"); a query naming two or more speakers, or none, gets no speaker boost. Memories whose rank score (in
     [0, 1], see `semantic_rank`) is below `fuse_score_threshold` are dropped before weighting,
     as in MemoryScope 0.1. Memories with the same text are shown once, with their best score.
     `memories` keeps the best `fuse_rerank_top_k` (default `global.output_memory_max_count`),
     best first, each carrying its final score.
     """
 
-    reads: ClassVar[tuple[str, ...]] = ("ranked",)
+    reads: ClassVar[tuple[str, ...]] = ("query", "ranked")
     # Read when present, never required: a workflow without extract_time simply gets no boost.
     optional_reads: ClassVar[tuple[str, ...]] = ("time_range",)
     writes: ClassVar[tuple[str, ...]] = ("memories",)
@@ -50,6 +56,9 @@ class FuseRerankWorker(Worker):
         )
         fuse_time_ratio: float = Field(
             2.0, gt=0, description="Weight of a memory whose event or message time is in the query's time range."
+        )
+        fuse_speaker_ratio: float = Field(
+            1.0, gt=0, description="Weight of a message said by the one speaker the query names (1: no boost)."
         )
         fuse_score_threshold: float = Field(
             0.0, description="Drop memories whose rank score (0..1, before weighting) is below this."
@@ -75,6 +84,7 @@ class FuseRerankWorker(Worker):
     def run(self, ctx: MemoryContext) -> None:
         window = self._window(ctx.time_range)
         ratios = self.params.fuse_ratio_dict
+        speaker = named_speaker(ctx.query, ctx.ranked) if self.params.fuse_speaker_ratio != 1.0 else None
         best: dict[str, MemoryNode] = {}  # text -> its best-scoring memory
         for node in ctx.ranked:
             rank_score = 1.0 if node.score is None else node.score
@@ -83,6 +93,8 @@ class FuseRerankWorker(Worker):
             score = rank_score * ratios[node.memory_type]
             if window is not None and _in_window(node, window):
                 score *= self.params.fuse_time_ratio
+            if speaker is not None and node.meta.get("speaker") == speaker:
+                score *= self.params.fuse_speaker_ratio
             text = node.content.strip()
             seen = best.get(text)
             if seen is None or (seen.score is not None and score > seen.score):
@@ -99,6 +111,24 @@ class FuseRerankWorker(Worker):
         if moment is not None and moment.tzinfo is None:
             return moment.replace(tzinfo=self._zone)
         return moment
+
+
+def named_speaker(query: str, memories: Iterable[MemoryNode]) -> str | None:
+    """The one speaker of `memories` that `query` names, or None when it names none or several.
+
+    A name counts as named when it appears in the query as a whole word, ignoring case (so "Tim"
+    is not found in "time"); a name in a script without spaces (Chinese) counts as a substring.
+    """
+    speakers = {speaker for node in memories if isinstance(speaker := node.meta.get("speaker"), str) and speaker.strip()}
+    named = [speaker for speaker in speakers if _names(query, speaker)]
+    return named[0] if len(named) == 1 else None
+
+
+def _names(query: str, speaker: str) -> bool:
+    name = speaker.strip()
+    if not name.isascii():
+        return name.casefold() in query.casefold()
+    return re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", query, flags=re.IGNORECASE) is not None
 
 
 def _in_window(node: MemoryNode, window: tuple[datetime | None, datetime | None]) -> bool:

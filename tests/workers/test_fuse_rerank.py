@@ -15,6 +15,7 @@ from memoryscope.memory import MemoryNode, MemoryType
 from memoryscope.stores.base import TimeRange
 from memoryscope.testing.builders import build_worker, make_env
 from memoryscope.worker import WORKERS
+from memoryscope.workers.fuse_rerank import named_speaker
 from memoryscope.workflow import WorkflowRunner, check_plan, parse_workflow
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
@@ -22,10 +23,14 @@ Make = Callable[..., MemoryNode]
 
 
 def run(
-    params: dict[str, object], ranked: tuple[MemoryNode, ...], time_range: TimeRange | None = None, **settings: object
+    params: dict[str, object],
+    ranked: tuple[MemoryNode, ...],
+    time_range: TimeRange | None = None,
+    query: str = "",
+    **settings: object,
 ) -> MemoryContext:
     worker = build_worker("fuse_rerank", params, make_env(timezone="Asia/Shanghai", **settings))
-    ctx = MemoryContext(user_name="ann", ranked=ranked, time_range=time_range)
+    ctx = MemoryContext(user_name="ann", query=query, ranked=ranked, time_range=time_range)
     worker.run(ctx)
     return ctx
 
@@ -54,6 +59,36 @@ def test_memory_in_query_time_range_is_boosted_by_event_or_message_time(make_nod
     ctx = run({"fuse_time_ratio": 2.0}, (other_day, happened, said), time_range=saturday)
     assert [m.content for m in ctx.memories] == ["user went hiking", "user cooked noodles", "user went swimming"]
     assert [m.score for m in ctx.memories] == pytest.approx([0.8, 0.6, 0.5])
+
+
+def said_by(make_node: Make, speaker: str, content: str, score: float) -> MemoryNode:
+    return make_node(content, memory_type=MemoryType.CONVERSATION, score=score, meta={"role": "user", "speaker": speaker})
+
+
+def test_message_of_the_one_speaker_the_query_names_is_boosted(make_node: Make) -> None:
+    gina = said_by(make_node, "Gina", "Jon opened his dance studio today!", 0.8)
+    jon = said_by(make_node, "Jon", "I lost my job, so I'm starting my own business", 0.6)
+    ctx = run({"fuse_speaker_ratio": 2.0}, (gina, jon), query="What did jon do after losing his job?")
+    assert [m.content for m in ctx.memories] == [jon.content, gina.content]
+    assert [m.score for m in ctx.memories] == pytest.approx([0.6, 0.4])
+
+
+def test_no_speaker_boost_when_the_query_names_both_speakers_or_by_default(make_node: Make) -> None:
+    gina = said_by(make_node, "Gina", "I love dancing", 0.8)
+    jon = said_by(make_node, "Jon", "Dancing is my passion", 0.6)
+    both = run({"fuse_speaker_ratio": 2.0}, (gina, jon), query="What do Jon and Gina both like?")
+    assert [m.score for m in both.memories] == pytest.approx([0.4, 0.3])
+    default = run({}, (gina, jon), query="What does Jon like?")
+    assert [m.content for m in default.memories] == [gina.content, jon.content]
+
+
+def test_a_speaker_is_named_only_as_a_whole_word_or_in_chinese_as_written(make_node: Make) -> None:
+    tim = said_by(make_node, "Tim", "I read fantasy books", 0.5)
+    assert named_speaker("What time is it?", [tim]) is None
+    assert named_speaker("What does TIM read?", [tim]) == "Tim"
+    wang = said_by(make_node, "小王", "我喜欢弹吉他", 0.5)
+    assert named_speaker("小王喜欢什么乐器？", [wang, tim]) == "小王"
+    assert named_speaker("What does Tim read?", [make_node("user reads books", score=0.5)]) is None
 
 
 def test_no_time_range_means_no_boost(make_node: Make) -> None:

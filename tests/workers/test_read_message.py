@@ -94,3 +94,33 @@ def test_context_can_be_turned_off(store: Any) -> None:
     ctx = MemoryContext(user_name="ann", target_name="ann", messages=MESSAGES)
     build_worker("read_message", {"context_messages": 0}, make_env(store=store)).run(ctx)
     assert all("context" not in n.meta for n in store.scan(MemoryFilter(user_name="ann")))
+
+
+def test_context_comes_from_stored_messages_when_a_call_brings_one_message_at_a_time(store: Any) -> None:
+    worker = reader(store)
+    said = ["Hi Jon, how was your week?", "I lost my job as a banker", "Oh no, what now?", "I'll open a dance studio"]
+    for index, text in enumerate(said):
+        worker.run(MemoryContext(user_name="ann", messages=(Message("user", text, SAID, message_id=f"t{index}"),)))
+    worker.run(MemoryContext(user_name="bob", messages=(Message("user", "Unrelated", SAID, message_id="b0"),)))
+    stored = {node.content: node.meta.get("context") for node in store.scan(MemoryFilter(user_name="ann"))}
+    assert stored == {
+        said[0]: None,
+        said[1]: said[0],
+        said[2]: f"{said[0]}\n{said[1]}",
+        said[3]: f"{said[1]}\n{said[2]}",
+    }
+
+
+def test_context_joins_stored_messages_and_the_batch_in_order_within_the_conversation_gap(store: Any) -> None:
+    worker = reader(store)
+    earlier = tuple(Message("user", f"message {i}", SAID, message_id=f"e{i}") for i in range(3))
+    worker.run(MemoryContext(user_name="ann", messages=earlier))
+    later = Message("user", "said the next day", SAID.replace(day=27), message_id="later")
+    worker.run(MemoryContext(user_name="ann", messages=(later,)))
+    # A message from before "later" arrives afterwards: its context is what came before it in time.
+    batch = (earlier[2], Message("user", "a late reply", SAID, message_id="n0"), Message("user", "and more", SAID, message_id="n1"))
+    worker.run(MemoryContext(user_name="ann", messages=batch))
+    stored = {node.content: node.meta.get("context") for node in store.scan(MemoryFilter(user_name="ann"))}
+    assert stored["a late reply"] == "message 1\nmessage 2"  # stored before it in time, then the batch's first
+    assert stored["and more"] == "message 2\na late reply"
+    assert stored["said the next day"] is None  # more than context_gap_minutes later: another conversation
