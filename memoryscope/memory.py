@@ -41,16 +41,20 @@ _WEEKDAYS = {
 
 
 def searchable_text(node: MemoryNode) -> str:
-    """What keyword search matches a memory on: its content and key, and for a chat message also
-    who said it (`meta["speaker"]`) and the message it answered (`meta["context"]`, see
-    `read_message`). Questions name people and ask about answers ("What did Jon say about
-    Paris?"), while a message's own text names neither its speaker nor what it replies to."""
-    parts = [node.content, node.key]
-    for name in ("speaker", "context"):
-        value = node.meta.get(name)
-        if isinstance(value, str):
-            parts.append(value)
-    return "\n".join(part for part in parts if part)
+    """What keyword search matches a memory on: its own words and the words around it (see
+    `searchable_parts`), as one text."""
+    return "\n".join(part for part in searchable_parts(node) if part)
+
+
+def searchable_parts(node: MemoryNode) -> tuple[str, str]:
+    """`(own, around)`: a memory's content and key; and for a chat message who said it
+    (`meta["speaker"]`), the messages it answered (`meta["context"]`) and the one that answered
+    it (`meta["reply"]`, see `read_message`). Questions name people and ask about answers
+    ("What did Jon say about Paris?"), while a message's own text names neither its speaker nor
+    what it replies to; rankers may weigh the words around a message below its own."""
+    own = "\n".join(part for part in (node.content, node.key) if part)
+    around = (node.meta.get(name) for name in ("speaker", "context", "reply"))
+    return own, "\n".join(value for value in around if isinstance(value, str) and value)
 
 
 def embedding_text(node: MemoryNode) -> str:
@@ -134,7 +138,11 @@ class MemoryNode:
 
     @property
     def shown_time(self) -> datetime:
-        """The time a person sees beside the memory: when it happened, else when it was said."""
+        """The time a person sees beside the memory: for a chat message when it was said (its
+        words, "yesterday I ...", are relative to that); for anything else when it happened, else
+        when it was said."""
+        if self.memory_type is MemoryType.CONVERSATION and self.message_time is not None:
+            return self.message_time
         return self.event_time or self.message_time or self.created_at
 
     def format(self, language: str = "en", tz: Any = None) -> str:

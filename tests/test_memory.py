@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType, embedding_text, searchable_text
+from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType, embedding_text, searchable_parts, searchable_text
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 SAID = datetime(2024, 10, 26, 13, 26, 20, tzinfo=timezone.utc)
@@ -65,11 +65,13 @@ def test_unknown_fields_are_named() -> None:
         MemoryNode.from_dict({"user_name": "ann", "content": "x", "colour": "red"})
 
 
-def test_a_chat_message_is_searched_with_its_speaker_and_context() -> None:
+def test_a_chat_message_is_searched_with_its_speaker_context_and_reply() -> None:
     """Questions name people and ask about answers, which a message's own text rarely holds."""
-    said = MemoryNode(user_name="ann", content="Mostly pottery.", meta={"speaker": "Jon", "context": "Any new hobby?"})
+    meta = {"speaker": "Jon", "context": "Any new hobby?", "reply": "Pottery, nice!"}
+    said = MemoryNode(user_name="ann", content="Mostly pottery.", meta=meta)
     assert embedding_text(said) == "Jon: Mostly pottery."
-    assert searchable_text(said) == "Mostly pottery.\nJon\nAny new hobby?"
+    assert searchable_text(said) == "Mostly pottery.\nJon\nAny new hobby?\nPottery, nice!"
+    assert searchable_parts(said) == ("Mostly pottery.", "Jon\nAny new hobby?\nPottery, nice!")
     plain = MemoryNode(user_name="ann", content="user likes tea", key="tea", meta={"speaker": 3})
     assert embedding_text(plain) == "user likes tea"
     assert searchable_text(plain) == "user likes tea\ntea"

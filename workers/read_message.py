@@ -13,6 +13,7 @@ from memoryscope.context import MemoryContext, Message
 from memoryscope.env import Env
 from memoryscope.memory import MemoryNode, MemoryType, utc_now
 from memoryscope.stores.base import MemoryFilter, MemoryStore, TimeRange
+from memoryscope.timeparse import find_time_expressions
 from memoryscope.worker import Worker, WorkerParams, register_worker
 
 __all__ = ["ReadMessageWorker", "message_memory_id"]
@@ -38,18 +39,27 @@ class ReadMessageWorker(Worker):
     """Store `messages` as `conversation` memories, in one atomic write.
 
     User and assistant messages are both kept (`meta["role"]`, `meta["speaker"]` tell them
-    apart); system messages and empty ones are not. `meta["context"]` holds the text of the
-    `context_messages` messages just before it (what it answers), which keyword search indexes
-    with it (`memoryscope.memory.searchable_text`). Those come from the same batch, and for the
-    first messages of a batch from the messages stored last before it (said no later than the
-    batch's first message, and at most `context_gap_minutes` earlier: an older one belongs to
-    another conversation), so the context does not depend on how a chatbot batches its calls.
-    A batch's memories get `created_at` a millisecond apart, in message order, so "stored last"
-    keeps the conversation's order in every store. `reflected=False` marks a message that
+    apart); system messages and empty ones are not. `reflected=False` marks a message that
     consolidation has not used yet. Messages already stored are left as they are (consolidation
     may have marked them), so reading the same messages again adds nothing: a message's memory
     id is derived from the user and its `message_id` (see `message_memory_id`).
     `details["stored_messages"]` counts the new ones.
+
+    A message alone often names neither what it answers nor what it led to ("Yes, every
+    evening!"), so keyword search (`memoryscope.memory.searchable_text`) also indexes
+    `meta["context"]`, the `context_messages` messages just before it, and `meta["reply"]`, the
+    `reply_messages` just after it. Both cross batch boundaries: the first messages of a batch
+    take their context from the messages stored last before it (said no later than the batch's
+    first message and at most `context_gap_minutes` earlier; older ones are another
+    conversation), and those stored messages get this batch's first messages as their reply. So
+    the index does not depend on how a chatbot batches its calls. A batch's memories get
+    `created_at` a millisecond apart, in message order, so "stored last" keeps the
+    conversation's order in every store.
+
+    With `event_time_from_text`, a message that mentions a time the rules of
+    `memoryscope.timeparse` can place ("yesterday", "last Saturday", "on 3 May", "上周六") gets
+    `event_time` = the start of the first such time, read in the configured zone at the time it
+    was said; `fuse_rerank` and `retrieve_memory` match a query's time range on it.
     """
 
     reads: ClassVar[tuple[str, ...]] = ("messages",)
@@ -57,13 +67,21 @@ class ReadMessageWorker(Worker):
 
     class Params(WorkerParams):
         context_messages: int = Field(
-            2, ge=0, description="How many earlier messages to keep as a message's context; 0 keeps none."
+            2, ge=0, description="How many earlier messages to index with a message (what it answers); 0: none."
+        )
+        reply_messages: int = Field(
+            1, ge=0, description="How many later messages to index with a message (what answered it); 0: none."
         )
         context_gap_minutes: float = Field(
             60,
             ge=0,
-            description="Stored messages said more than this many minutes before a batch are another conversation, "
-            "not its context.",
+            description="Stored messages said more than this many minutes before a batch belong to another "
+            "conversation: neither its context nor replied to by it.",
+        )
+        event_time_from_text: bool = Field(
+            True,
+            description="Set a message's event_time to the first time it mentions, read at the time it was said "
+            "('yesterday I went bowling' -> the day before), so a question about that day finds it.",
         )
 
     params: Params
@@ -76,48 +94,69 @@ class ReadMessageWorker(Worker):
     def run(self, ctx: MemoryContext) -> None:
         kept = [message for message in ctx.messages if message.role != "system" and message.content.strip()]
         ids = [message_memory_id(ctx, message) for message in kept]
-        known = {node.memory_id for node in self._store.get(ids)} if ids else set()
-        depth = self.params.context_messages
-        needs_earlier = any(memory_id not in known for memory_id in ids[:depth])
-        earlier = self._stored_before(ctx, kept[0], set(ids)) if needs_earlier else []
-        texts = [*earlier, *(message.content.strip() for message in kept)]
+        known = {node.memory_id: node for node in self._store.get(ids)} if ids else {}
+        reach = max(self.params.context_messages, self.params.reply_messages)
+        joins_earlier = any(memory_id not in known for memory_id in ids[:reach])
+        earlier = self._stored_before(ctx, kept[0], set(ids)) if joins_earlier else []
+        texts = [node.content for node in earlier] + [message.content.strip() for message in kept]
         stamp = utc_now()
         nodes: dict[str, MemoryNode] = {}
-        for index, (memory_id, message) in enumerate(zip(ids, kept)):
-            if memory_id in known or memory_id in nodes:
-                continue
-            at = len(earlier) + index
-            context = "\n".join(texts[max(0, at - depth) : at])
-            nodes[memory_id] = self._node(ctx, message, memory_id, context, stamp + timedelta(milliseconds=index))
+        for index, (memory_id, message) in enumerate(zip(ids, kept, strict=True)):
+            if memory_id not in known and memory_id not in nodes:
+                at = len(earlier) + index
+                moment = stamp + timedelta(milliseconds=index)
+                nodes[memory_id] = self._node(ctx, message, memory_id, self._neighbours(texts, at), moment)
         new = list(nodes.values())
         if new:
             self._store.upsert(new)
+        stored_in_order = [*earlier, *(known.get(memory_id) for memory_id in ids)]
+        self._extend_replies(stored_in_order, texts)
         ctx.details["stored_messages"] = len(new)
         ctx.details["stored_message_ids"] = [node.memory_id for node in new]
         ctx.result = _RESULT[self._language].format(
             new=len(new), known=len(known), messages="message" if len(new) == 1 else "messages"
         )
 
-    def _stored_before(self, ctx: MemoryContext, first: Message, batch_ids: set[str]) -> list[str]:
-        """The texts of the `context_messages` messages stored last before `first`, oldest first."""
-        depth = self.params.context_messages
+    def _neighbours(self, texts: list[str], at: int) -> dict[str, str]:
+        """`context` and `reply` meta of the message at `texts[at]` (absent when empty)."""
+        before = texts[max(0, at - self.params.context_messages) : at]
+        after = texts[at + 1 : at + 1 + self.params.reply_messages]
+        found = {"context": "\n".join(before), "reply": "\n".join(after)}
+        return {name: text for name, text in found.items() if text}
+
+    def _extend_replies(self, stored: list[MemoryNode | None], texts: list[str]) -> None:
+        """Messages stored before (`stored[i]` is the message of `texts[i]`, None for a new one)
+        whose reply was cut short by the end of their batch get the messages now after them.
+        A reply is only ever extended, never replaced."""
+        for at, node in enumerate(stored):
+            if node is None:
+                continue
+            reply = self._neighbours(texts, at).get("reply", "")
+            old = node.meta.get("reply", "")
+            if reply != old and isinstance(old, str) and reply.startswith(old):
+                self._store.update(node.memory_id, meta={**node.meta, "reply": reply})
+
+    def _stored_before(self, ctx: MemoryContext, first: Message, batch_ids: set[str]) -> list[MemoryNode]:
+        """The messages stored last before `first` in the same conversation, oldest first."""
+        reach = max(self.params.context_messages, self.params.reply_messages)
         said = self._aware(first.time)
         memory_filter = MemoryFilter(
             user_name=ctx.user_name,
             target_name=ctx.target_name,
             workspace=ctx.workspace,
             memory_types=(MemoryType.CONVERSATION,),
-            time_range=TimeRange("message_time", start=said - timedelta(minutes=self.params.context_gap_minutes), end=said + _INSTANT),
+            time_range=TimeRange(
+                "message_time", start=said - timedelta(minutes=self.params.context_gap_minutes), end=said + _INSTANT
+            ),
         )
-        stored = self._store.scan(memory_filter, limit=depth + len(batch_ids), newest_first=True)
-        earlier = [node.content for node in stored if node.memory_id not in batch_ids][:depth]
-        return earlier[::-1]
+        stored = self._store.scan(memory_filter, limit=reach + len(batch_ids), newest_first=True)
+        return [node for node in stored if node.memory_id not in batch_ids][:reach][::-1]
 
-    def _node(self, ctx: MemoryContext, message: Message, memory_id: str, context: str, created_at: datetime) -> MemoryNode:
+    def _node(
+        self, ctx: MemoryContext, message: Message, memory_id: str, neighbours: dict[str, str], created_at: datetime
+    ) -> MemoryNode:
         speaker = message.name or (ctx.user_name if message.role == "user" else message.role)
-        meta = {"role": message.role, "speaker": speaker}
-        if context:
-            meta["context"] = context
+        said = self._aware(message.time)
         return MemoryNode(
             user_name=ctx.user_name,
             target_name=ctx.target_name,
@@ -125,13 +164,20 @@ class ReadMessageWorker(Worker):
             memory_id=memory_id,
             memory_type=MemoryType.CONVERSATION,
             content=message.content.strip(),
-            message_time=self._aware(message.time),
+            message_time=said,
+            event_time=self._mentioned_time(message.content, said),
             source_message_ids=(message.message_id,) if message.message_id else (),
             reflected=False,
             created_at=created_at,
             updated_at=created_at,
-            meta=meta,
+            meta={"role": message.role, "speaker": speaker, **neighbours},
         )
+
+    def _mentioned_time(self, text: str, said: datetime) -> datetime | None:
+        if not self.params.event_time_from_text:
+            return None
+        mentions = find_time_expressions(text, said.astimezone(self._zone))
+        return mentions[0].start if mentions else None
 
     def _aware(self, moment: datetime) -> datetime:
         return moment.replace(tzinfo=self._zone) if moment.tzinfo is None else moment

@@ -167,10 +167,19 @@ def test_fusion_refuses_all_zero_weights_and_naive_times() -> None:
 
 
 def test_bm25_prefers_rare_terms_and_min_max_scales() -> None:
-    scores = bm25_scores("guitar user", ["user guitar", "user tea", "user chess"])
+    scores = bm25_scores("guitar user", [("user guitar", ""), ("user tea", ""), ("user chess", "")])
     assert scores[0] > scores[1] == scores[2] > 0  # "user" is everywhere, so it weighs little
     assert min_max([2.0, 4.0, -math.inf]) == [0.0, 1.0, 0.0]
     assert min_max([3.0, 3.0]) == [0.0, 0.0]
+
+
+def test_words_around_a_message_count_around_weight() -> None:
+    documents = [("user plays guitar", ""), ("user plays", "guitar"), ("user drinks tea", "")]
+    half = bm25_scores("guitar", documents, around_weight=0.5)
+    full = bm25_scores("guitar", documents, around_weight=1.0)
+    assert half[0] > half[1] > half[2] == 0
+    assert full[0] == pytest.approx(full[1])  # same count, same length
+    assert bm25_scores("guitar", documents, around_weight=0.0)[1] == 0
 
 
 def test_fusion_keyword_sees_speaker_and_context_and_folds_inflections() -> None:

@@ -6,9 +6,10 @@ by the weights in `Params` (a weighted mean, so only the weights' ratios matter)
 - vector: the retrieval score already on each memory (`node.score`, e.g. cosine similarity from
   the store); a memory without one gets the lowest;
 - keyword: BM25 of the query's stemmed content words (`memoryscope.text.keyword_terms`, English
-  and Chinese) against what keyword search indexes of each memory (`searchable_text`: content,
-  key, a message's speaker and context), with document frequencies from the candidates
-  themselves, so words shared by every candidate weigh little;
+  and Chinese) against what keyword search indexes of each memory (`searchable_parts`: content
+  and key, and around a chat message its speaker, context and reply, whose words count
+  `around_weight`), with document frequencies from the candidates themselves, so words shared
+  by every candidate weigh little;
 - recency: `0.5 ** (age_days / recency_half_life_days)`, the age measured from when the memory
   was said (`message_time`, else `created_at`) to `query_time` (else now). Future times count
   as age 0.
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field, model_validator
 
-from memoryscope.memory import searchable_text
+from memoryscope.memory import searchable_parts
 from memoryscope.models.base import RANK_BACKENDS, ModelParams, RankModel
 from memoryscope.text import keyword_terms
 
@@ -54,6 +55,12 @@ class FusionRank(RankModel):
         keyword_weight: float = Field(default=0.3, ge=0, description="Weight of BM25 keyword overlap with the query.")
         recency_weight: float = Field(default=0.2, ge=0, description="Weight of how recently the memory was said.")
         recency_half_life_days: float = Field(default=30.0, gt=0, description="Age at which the recency signal halves.")
+        around_weight: float = Field(
+            default=0.5,
+            ge=0,
+            le=1,
+            description="How much a word around a chat message (its speaker, context, reply) counts against one of its own.",
+        )
 
         @model_validator(mode="after")
         def _some_weight(self) -> FusionRank.Params:
@@ -73,11 +80,14 @@ class FusionRank(RankModel):
             params = self.params
             signals = (
                 (params.vector_weight, min_max([_vector_score(memory) for memory in memories])),
-                (params.keyword_weight, min_max(bm25_scores(query, [searchable_text(memory) for memory in memories]))),
+                (params.keyword_weight, min_max(self._keyword_scores(query, memories))),
                 (params.recency_weight, min_max(self._recency(memories, query_time))),
             )
             total = sum(weight for weight, _ in signals)
             return [sum(weight * values[i] for weight, values in signals) / total for i in range(len(memories))]
+
+    def _keyword_scores(self, query: str, memories: Sequence[MemoryNode]) -> list[float]:
+        return bm25_scores(query, [searchable_parts(memory) for memory in memories], self.params.around_weight)
 
     def _recency(self, memories: Sequence[MemoryNode], query_time: datetime | None) -> list[float]:
         now = query_time or datetime.now(timezone.utc)
@@ -97,10 +107,15 @@ def _vector_score(memory: MemoryNode) -> float:
 
 
 @lru_cache(maxsize=4096)
-def _term_counts(document: str) -> Counter[str]:
-    """The keyword terms of a memory's text, counted; cached since the same memories come back
-    query after query. Callers only read the Counter."""
-    return Counter(keyword_terms(document))
+def _term_counts(document: tuple[str, str], around_weight: float) -> dict[str, float]:
+    """The keyword terms of a memory's `(own, around)` text, counted, a word around it counting
+    `around_weight`; cached since the same memories come back query after query. Callers only
+    read the result."""
+    own, around = document
+    counts: dict[str, float] = dict(Counter(keyword_terms(own)))
+    for term, count in Counter(keyword_terms(around)).items():
+        counts[term] = counts.get(term, 0.0) + around_weight * count
+    return counts
 
 
 def min_max(values: Sequence[float]) -> list[float]:
@@ -114,12 +129,13 @@ def min_max(values: Sequence[float]) -> list[float]:
     return [(value - low) / (high - low) if math.isfinite(value) else 0.0 for value in values]
 
 
-def bm25_scores(query: str, documents: Sequence[str]) -> list[float]:
-    """BM25 of the query's content words in each document, statistics taken over `documents`."""
+def bm25_scores(query: str, documents: Sequence[tuple[str, str]], around_weight: float = 1.0) -> list[float]:
+    """BM25 of the query's content words in each `(own, around)` document (words around counting
+    `around_weight`, as in BM25F), statistics taken over `documents`."""
     query_terms = set(keyword_terms(query))
     if not query_terms or not documents:
         return [0.0] * len(documents)
-    counts = [_term_counts(document) for document in documents]
+    counts = [_term_counts(document, around_weight) for document in documents]
     lengths = [sum(count.values()) for count in counts]
     average_length = (sum(lengths) / len(lengths)) or 1.0
     total = len(documents)
