@@ -6,13 +6,14 @@ import json
 import os
 import platform
 import sys
-import time
 from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from memoryscope.progress import StderrProgress
 
 __all__ = [
     "Progress",
@@ -34,42 +35,18 @@ def percentiles_ms(seconds: Sequence[float]) -> dict[str, float]:
     return {"p50": round(float(np.percentile(values, 50)), 3), "p95": round(float(np.percentile(values, 95)), 3)}
 
 
-class Progress:
-    """`label: done/total (rate/s, eta)` on stderr, at most a few times a second.
+class Progress(StderrProgress):
+    """The library's `StderrProgress`, started on construction: `Progress("ingest", 4124)`, then
+    `advance(n)` and `close()`. A line is shown every `log_every_s` seconds (default: redrawn
+    five times a second on a terminal, every 5 s in a log), so long runs show they are alive."""
 
-    On a terminal the line is rewritten in place; otherwise (logs, CI) a line is printed at most
-    every `log_every_s` seconds, so long runs show they are alive without flooding the log.
-    """
-
-    def __init__(self, label: str, total: int, unit: str = "items", log_every_s: float = 10.0) -> None:
-        self.label, self.total, self.unit = label, total, unit
-        self.done = 0
-        self._started = time.perf_counter()
-        self._shown = 0.0
-        self._tty = sys.stderr.isatty()
-        self._every = 0.2 if self._tty else log_every_s
-
-    def advance(self, count: int = 1) -> None:
-        self.done += count
-        now = time.perf_counter()
-        if now - self._shown >= self._every or self.done >= self.total:
-            self._shown = now
-            self._show(now)
+    def __init__(self, label: str, total: int, unit: str = "items", log_every_s: float | None = None) -> None:
+        super().__init__(interval_s=log_every_s)
+        self.unit = unit
+        self.start(f"{label} ({unit})", total)
 
     def close(self) -> None:
-        self._show(time.perf_counter(), final=True)
-
-    def _show(self, now: float, final: bool = False) -> None:
-        elapsed = max(now - self._started, 1e-9)
-        rate = self.done / elapsed
-        left = (self.total - self.done) / rate if rate > 0 else float("inf")
-        tail = f"{elapsed:.0f}s" if final else f"eta {left:.0f}s"
-        line = f"{self.label}: {self.done}/{self.total} {self.unit} ({rate:.1f}/s, {tail})"
-        if self._tty:
-            sys.stderr.write("\r" + line + ("\n" if final else ""))
-        elif final or self.done < self.total:
-            sys.stderr.write(line + "\n")
-        sys.stderr.flush()
+        self.finish()
 
 
 def machine() -> dict[str, Any]:
