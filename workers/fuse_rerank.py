@@ -85,7 +85,7 @@ class FuseRerankWorker(Worker):
         window = self._window(ctx.time_range)
         ratios = self.params.fuse_ratio_dict
         speaker = named_speaker(ctx.query, ctx.ranked) if self.params.fuse_speaker_ratio != 1.0 else None
-        best: dict[str, MemoryNode] = {}  # text -> its best-scoring memory
+        best: dict[str, tuple[float, MemoryNode]] = {}  # text -> its best score and memory
         for node in ctx.ranked:
             rank_score = 1.0 if node.score is None else node.score
             if rank_score < self.params.fuse_score_threshold:
@@ -97,10 +97,11 @@ class FuseRerankWorker(Worker):
                 score *= self.params.fuse_speaker_ratio
             text = node.content.strip()
             seen = best.get(text)
-            if seen is None or (seen.score is not None and score > seen.score):
-                best[text] = node.with_score(score)
-        ordered = sorted(best.values(), key=lambda node: node.score or 0.0, reverse=True)
-        ctx.memories = tuple(ordered[: self._top_k])
+            if seen is None or score > seen[0]:
+                best[text] = (score, node)
+        ordered = sorted(best.values(), key=lambda pair: pair[0], reverse=True)
+        # scored copies only of the memories kept: a copy costs microseconds and ~100 come in
+        ctx.memories = tuple(node.with_score(score) for score, node in ordered[: self._top_k])
 
     def _window(self, time_range: TimeRange | None) -> tuple[datetime | None, datetime | None] | None:
         if time_range is None or (time_range.start is None and time_range.end is None):

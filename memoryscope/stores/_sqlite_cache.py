@@ -63,6 +63,7 @@ class UserMatrix:
         self.dimension = dimension
         self.lock = threading.Lock()  # held while refreshing or reading, so a search sees one state
         self.seq = -1  # change-log position reflected; -1 = never loaded
+        self.version = 0  # bumped by every change of the rows, so a mask can be matched to its rows
         self.size = 0
         self._position: dict[int, int] = {}
         self._target_codes: dict[str, int] = {}
@@ -95,6 +96,7 @@ class UserMatrix:
 
     def reset(self, capacity: int) -> None:
         """Forget every row and make room for `capacity` of them."""
+        self.version += 1
         self.size = 0
         self.seq = -1
         self._position.clear()
@@ -125,6 +127,7 @@ class UserMatrix:
         self.append([row for row in rows if row[0] not in self._position])
 
     def _remove(self, row_id: int) -> None:
+        self.version += 1
         position = self._position.pop(row_id)
         last = self.size - 1
         if position != last:
@@ -134,6 +137,7 @@ class UserMatrix:
         self.size = last
 
     def _write(self, positions: np.ndarray, rows: Sequence[Sequence[Any]]) -> None:
+        self.version += 1
         columns = list(zip(*rows, strict=True))
         blob = b"".join(columns[11])
         if len(blob) != len(rows) * self.dimension * 4:
@@ -162,8 +166,8 @@ class UserMatrix:
         if memory_filter.workspace is not None:
             conditions.append(self.workspace[:size] == self._workspace_codes.get(memory_filter.workspace, -1))
         if memory_filter.memory_types is not None:
-            codes = [_TYPE_CODES[MemoryType(kind).value] for kind in memory_filter.memory_types]
-            conditions.append(np.isin(self.memory_type[:size], codes))
+            codes = sorted({_TYPE_CODES[MemoryType(kind).value] for kind in memory_filter.memory_types})
+            conditions.append(_one_of(self.memory_type[:size], codes))
         if memory_filter.status is not None:
             conditions.append(self.status[:size] == _STATUS_CODES[MemoryStatus(memory_filter.status).value])
         if memory_filter.time_range is not None:
@@ -183,9 +187,29 @@ class UserMatrix:
             combined = combined & condition
         return combined
 
+    def kept(self, row_ids: Sequence[int], mask: np.ndarray | None) -> list[bool] | None:
+        """Whether `mask` (made by `mask` at the current `version`) keeps each row; None when a row
+        is not in the matrix (written after the last refresh, or without a vector)."""
+        position = self._position
+        try:
+            positions = [position[row_id] for row_id in row_ids]
+        except KeyError:
+            return None
+        if mask is None:
+            return [True] * len(positions)
+        return list(mask[positions].tolist())
+
+    def share(self, mask: np.ndarray | None) -> float:
+        """The share of rows `mask` keeps (1 when it keeps them all)."""
+        if mask is None or self.size == 0:
+            return 1.0
+        return float(np.count_nonzero(mask)) / self.size
+
     def nearest(self, query: np.ndarray, mask: np.ndarray | None, top_k: int) -> list[tuple[int, float]]:
         """`(row_id, cosine)` of the `top_k` rows most like the unit vector `query`, best first."""
         size = self.size
+        if mask is not None and mask.all():
+            mask = None  # the common filter keeps every row: skip gathering them
         if mask is None:
             candidates = None
             scores = _cosines(self.vectors[:size], query)
@@ -201,6 +225,16 @@ class UserMatrix:
         best = best[np.argsort(-scores[best], kind="stable")]
         positions = best if candidates is None else candidates[best]
         return list(zip(self.row_ids[positions].tolist(), scores[best].tolist(), strict=True))
+
+
+def _one_of(codes: np.ndarray, wanted: Sequence[int]) -> np.ndarray:
+    """`np.isin(codes, wanted)` for a few wanted codes: one comparison each is ~50x faster."""
+    if not wanted:
+        return np.zeros(codes.shape, dtype=bool)
+    combined = codes == wanted[0]
+    for code in wanted[1:]:
+        combined |= codes == code
+    return combined
 
 
 def _cosines(unit_rows: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -265,6 +299,12 @@ class MatrixCache:
             else:
                 self._matrices.move_to_end(user_name)
             return matrix
+
+    def loaded(self, user_name: str) -> UserMatrix | None:
+        """The user's matrix if it was ever loaded, without making room for one."""
+        with self._lock:
+            matrix = self._matrices.get(user_name)
+        return matrix if matrix is not None and matrix.seq >= 0 else None
 
     def clear(self) -> None:
         with self._lock:

@@ -17,7 +17,13 @@ from pathlib import Path
 
 from memoryscope.errors import StoreError
 from memoryscope.models.base import EmbeddingModel
-from memoryscope.stores._sqlite_schema import KEYWORD_INDEX_VERSION, SCHEMA_SCRIPT, SCHEMA_VERSION, rebuild_keyword_index
+from memoryscope.stores._sqlite_schema import (
+    KEYWORD_INDEX_VERSION,
+    SCHEMA_SCRIPT,
+    SCHEMA_VERSION,
+    migrate_schema,
+    rebuild_keyword_index,
+)
 
 __all__ = ["SqliteConnections"]
 
@@ -71,7 +77,12 @@ class SqliteConnections:
         recorded = dict(connection.execute("SELECT key, value FROM store_meta").fetchall())
         version = recorded.setdefault("schema_version", SCHEMA_VERSION)
         if version != SCHEMA_VERSION:
-            raise StoreError(f"memory store {self.path} has schema version {version}; this MemoryScope reads {SCHEMA_VERSION}")
+            if not version.isdigit() or int(version) > int(SCHEMA_VERSION):
+                raise StoreError(
+                    f"memory store {self.path} has schema version {version}; this MemoryScope reads {SCHEMA_VERSION}"
+                )
+            migrate_schema(connection, version)  # an older file: brought up to date, nothing lost
+            connection.execute("UPDATE store_meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION,))
         recorded_name = recorded.get("embedding_model")
         if recorded_name is None:
             connection.executemany(

@@ -6,9 +6,9 @@
 - Dense search: per-user float32 matrices in memory (`_sqlite_cache`), kept current through a
   trigger-filled change log, so writes from any process are seen by the next search.
 - Keyword search: FTS5 `bm25()` over text pre-tokenized by `memoryscope.text.index_terms` (jieba
-  for Chinese), scoped to the user by a per-user token.
+  for Chinese), scoped to the user by a per-user rowid range (`_sqlite_keyword`).
 - Hybrid search: reciprocal rank fusion (k = 60) of the dense and keyword lists, the keyword list
-  weighted by `hybrid_keyword_weight`.
+  weighted by `hybrid_keyword_weight` (`_sqlite_search`).
 - Re-embedding after a model change (`allow_model_change=True`, then `reembed`): resumable, in
   a side table, switched in one transaction (`_sqlite_reembed`).
 The layout is in `_sqlite_schema`.
@@ -29,8 +29,9 @@ from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryNode, embedding_text, utc_now
 from memoryscope.models.base import EmbeddingModel
 from memoryscope.progress import Progress
-from memoryscope.stores._sqlite_cache import MatrixCache, refresh
+from memoryscope.stores._sqlite_cache import MatrixCache
 from memoryscope.stores._sqlite_connections import SqliteConnections
+from memoryscope.stores._sqlite_keyword import KeywordIndex
 from memoryscope.stores._sqlite_reembed import reembed_file
 from memoryscope.stores._sqlite_schema import (
     NODE_COLUMNS,
@@ -42,9 +43,8 @@ from memoryscope.stores._sqlite_schema import (
     scope_token,
     validate_filter,
 )
+from memoryscope.stores._sqlite_search import Searcher, load_nodes
 from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode, unit_rows, validated_params
-from memoryscope.stores.fusion import reciprocal_rank_fusion
-from memoryscope.text import index_terms, keyword_terms
 
 __all__ = ["SqliteMemoryStore"]
 
@@ -133,6 +133,8 @@ class SqliteMemoryStore(MemoryStore):
         self.dimension = int(embedding_model.dimension)
         self._connections = SqliteConnections(self.path, params.busy_timeout_s)
         self._cache = MatrixCache(self.dimension, params.cache_max_users)
+        self._words = KeywordIndex()
+        self._searcher = Searcher(self._cache, self._words, self._connections)
         try:
             self._recorded = self._connections.open(embedding_model, self.dimension, allow_model_change=allow_model_change)
         except BaseException:
@@ -146,6 +148,7 @@ class SqliteMemoryStore(MemoryStore):
         return f"SqliteMemoryStore(path={str(self.path)!r}, embedding_model={self.embedding_model.model_name!r})"
 
     def close(self) -> None:
+        self._searcher.close()
         self._connections.close()
         self._cache.clear()
 
@@ -217,10 +220,7 @@ class SqliteMemoryStore(MemoryStore):
     ) -> None:
         for index, (node, row, text) in enumerate(zip(nodes, rows, words, strict=True)):
             row_id = connection.execute(_UPSERT, row).fetchall()[0][0]
-            connection.execute("DELETE FROM memory_words WHERE rowid = ?", (row_id,))
-            connection.execute(
-                "INSERT INTO memory_words (rowid, scope, words) VALUES (?, ?, ?)", (row_id, scope_token(node.user_name), text)
-            )
+            self._words.write(connection, row_id, node.user_name, scope_token(node.user_name), text)
             if index in new_vectors:
                 connection.execute(
                     "INSERT OR REPLACE INTO memory_vectors (row_id, vector) VALUES (?, ?)",
@@ -405,70 +405,21 @@ class SqliteMemoryStore(MemoryStore):
             raise StoreError(f"{mode.value} search needs a query text or a query vector")
         with self._connections.errors():
             connection = self._connections.connection()
-            if mode is SearchMode.DENSE:
-                ranked = self._dense(connection, memory_filter, query, vector, top_k)
-            elif mode is SearchMode.KEYWORD:
-                ranked = self._keyword(connection, memory_filter, query or "", top_k)
+            if mode is SearchMode.KEYWORD:
+                ranked = self._searcher.keyword(connection, memory_filter, query or "", top_k)
             else:
-                depth = max(top_k, self.params.hybrid_candidates)
-                lists = [[row_id for row_id, _ in self._dense(connection, memory_filter, query, vector, depth)]]
-                weights = [1.0]
-                if query:
-                    lists.append([row_id for row_id, _ in self._keyword(connection, memory_filter, query, depth)])
-                    weights.append(self.params.hybrid_keyword_weight)
-                ranked = reciprocal_rank_fusion(lists, weights=weights)[:top_k]
-            rows = self._rows_by_row_id(connection, [row_id for row_id, _ in ranked])
-        # built with their score at once: a node is immutable and copying it costs as much as building it
-        return [node_from_row(rows[row_id], score) for row_id, score in ranked if row_id in rows]
+                query_vector = self._query_vector(query, vector)
+                if mode is SearchMode.DENSE:
+                    ranked = self._searcher.dense(connection, memory_filter, query_vector, top_k)
+                else:
+                    depth = max(top_k, self.params.hybrid_candidates)
+                    fused = self._searcher.hybrid(
+                        connection, memory_filter, query, query_vector, depth, self.params.hybrid_keyword_weight
+                    )
+                    ranked = fused[:top_k]
+            return load_nodes(connection, ranked)
 
-    def _dense(
-        self,
-        connection: sqlite3.Connection,
-        memory_filter: MemoryFilter,
-        query: str | None,
-        vector: np.ndarray | None,
-        top_k: int,
-    ) -> list[tuple[int, float]]:
+    def _query_vector(self, query: str | None, vector: np.ndarray | None) -> np.ndarray:
         if vector is not None:
-            query_vector = self._unit_rows(vector, 1, "search vector")[0]
-        else:
-            query_vector = self._unit_rows(self.embedding_model.embed_queries([query or ""]), 1, "embedding model output")[0]
-        allowed = None
-        if memory_filter.memory_ids is not None:
-            allowed = [
-                row_id
-                for (row_id,) in connection.execute(
-                    f"SELECT row_id FROM memories WHERE user_name = ? AND memory_id IN {_IDS_PARAM}",
-                    (memory_filter.user_name, json.dumps(list(memory_filter.memory_ids))),
-                )
-            ]
-        matrix = self._cache.matrix(memory_filter.user_name)
-        with matrix.lock:
-            refresh(connection, matrix, memory_filter.user_name)
-            return matrix.nearest(query_vector, matrix.mask(memory_filter, allowed), top_k)
-
-    def _keyword(
-        self, connection: sqlite3.Connection, memory_filter: MemoryFilter, query: str, top_k: int
-    ) -> list[tuple[int, float]]:
-        terms = list(dict.fromkeys(keyword_terms(query) or index_terms(query)))
-        if not terms:
-            return []
-        phrases = " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
-        match = f'scope : "{scope_token(memory_filter.user_name)}" AND words : ({phrases})'
-        where, params = filter_sql(memory_filter, table="m")
-        # CROSS JOIN keeps FTS as the outer loop: walk the user's matching postings, then check filters
-        sql = (
-            "SELECT m.row_id, -bm25(memory_words, 0.0, 1.0) AS score "
-            "FROM memory_words CROSS JOIN memories AS m ON m.row_id = memory_words.rowid "
-            f"WHERE memory_words MATCH ? AND {where} ORDER BY score DESC, m.row_id LIMIT ?"
-        )
-        rows = connection.execute(sql, [match, *params, top_k]).fetchall()
-        return [(int(row_id), float(score)) for row_id, score in rows]
-
-    def _rows_by_row_id(self, connection: sqlite3.Connection, row_ids: Sequence[int]) -> dict[int, tuple[Any, ...]]:
-        if not row_ids:
-            return {}
-        rows = connection.execute(
-            f"SELECT row_id, {_NODE_COLUMNS_SQL} FROM memories WHERE row_id IN {_IDS_PARAM}", (json.dumps(list(row_ids)),)
-        ).fetchall()
-        return {row[0]: row[1:] for row in rows}
+            return self._unit_rows(vector, 1, "search vector")[0]
+        return self._unit_rows(self.embedding_model.embed_queries([query or ""]), 1, "embedding model output")[0]

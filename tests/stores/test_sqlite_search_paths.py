@@ -1,0 +1,143 @@
+"""`sqlite_memory_store` search internals that the store contract cannot see: per-user keyword
+rowid ranges (and the migration of files made before them), keyword filters checked against the
+in-memory arrays, and hybrid search on two threads. Each must give the same answers as the plain
+path."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memoryscope.memory import MemoryStatus, MemoryType
+from memoryscope.models.embedding.local_embedding import LocalEmbedding
+from memoryscope.stores import _sqlite_search
+from memoryscope.stores.base import MemoryFilter, SearchMode
+from memoryscope.stores.sqlite_store import SqliteMemoryStore
+from memoryscope.testing.store_contract import make_node, unit_vectors
+
+_V1_TRIGGERS = """
+CREATE TRIGGER memories_updated AFTER UPDATE ON memories BEGIN
+    INSERT INTO memory_changes (user_name, row_id) VALUES (new.user_name, new.row_id);
+    INSERT INTO memory_changes (user_name, row_id)
+        SELECT old.user_name, old.row_id WHERE old.user_name IS NOT new.user_name;
+END;
+CREATE TRIGGER memories_deleted AFTER DELETE ON memories BEGIN
+    DELETE FROM memory_vectors WHERE row_id = old.row_id;
+    DELETE FROM memory_words WHERE rowid = old.row_id;
+    INSERT INTO memory_changes (user_name, row_id) VALUES (old.user_name, old.row_id);
+END;
+"""
+
+
+@pytest.fixture(scope="module")
+def embedding_model() -> LocalEmbedding:
+    return LocalEmbedding()
+
+
+@pytest.fixture
+def store(tmp_path: Path, embedding_model: LocalEmbedding) -> Iterator[SqliteMemoryStore]:
+    with SqliteMemoryStore(path=tmp_path / "m.db", embedding_model=embedding_model) as opened:
+        yield opened
+
+
+def _fill(store: SqliteMemoryStore) -> None:
+    """Two users; insights and conversation messages share words, so filters matter."""
+    nodes = []
+    for user in ("ann", "bob"):
+        for index in range(40):
+            kind = MemoryType.INSIGHT if index % 10 == 0 else MemoryType.CONVERSATION
+            status = MemoryStatus.EXPIRED if index % 7 == 0 else MemoryStatus.VALID
+            text = f"{user} talks about green tea and hiking trip number {index} " + "kyoto " * (index % 3)
+            nodes.append(make_node(text, user_name=user, memory_id=f"{user}-{index}", memory_type=kind, status=status))
+    store.upsert(nodes, vectors=unit_vectors(len(nodes), store.dimension, seed=3))
+
+
+def _searches(store: SqliteMemoryStore) -> list[list[tuple[str, float | None]]]:
+    vector = unit_vectors(1, store.dimension, seed=9)[0]
+    filters = [
+        MemoryFilter("ann"),
+        MemoryFilter("ann", memory_types=(MemoryType.INSIGHT,)),
+        MemoryFilter("bob", status=MemoryStatus.VALID, memory_types=tuple(MemoryType)),
+    ]
+    out = []
+    for memory_filter in filters:
+        for mode in SearchMode:
+            hits = store.search(memory_filter, query="green tea in kyoto", vector=vector, mode=mode, top_k=6)
+            out.append([(hit.memory_id, hit.score) for hit in hits])
+    return out
+
+
+def _as_version_1(path: Path) -> None:
+    """Rewrite the file as a MemoryScope with schema version 1 left it: keyword rows at
+    rowid = row_id, no slots, the old triggers."""
+    with sqlite3.connect(path) as raw:
+        raw.execute("DROP TRIGGER memories_updated")
+        raw.execute("DROP TRIGGER memories_deleted")
+        raw.executescript("BEGIN;" + _V1_TRIGGERS + "COMMIT;")
+        raw.execute("CREATE TEMP TABLE w AS SELECT rowid % 4294967296 AS row_id, scope, words FROM memory_words")
+        raw.execute("DELETE FROM memory_words")
+        raw.execute("INSERT INTO memory_words (rowid, scope, words) SELECT row_id, scope, words FROM temp.w")
+        raw.execute("DROP TABLE keyword_scopes")
+        raw.execute("UPDATE store_meta SET value = '1' WHERE key = 'schema_version'")
+    raw.close()
+
+
+def test_a_version_1_file_is_migrated_with_the_same_answers(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
+    path = tmp_path / "old.db"
+    with SqliteMemoryStore(path=path, embedding_model=embedding_model) as first:
+        _fill(first)
+        before = _searches(first)
+    _as_version_1(path)
+    with SqliteMemoryStore(path=path, embedding_model=embedding_model) as second:
+        assert _searches(second) == before
+        assert second.count(MemoryFilter("ann")) == 40
+        assert second.delete(["ann-1"]) == 1  # the new delete trigger finds the moved keyword row
+    with sqlite3.connect(path) as raw:
+        assert raw.execute("SELECT value FROM store_meta WHERE key = 'schema_version'").fetchone() == ("2",)
+        assert raw.execute("SELECT count(*) FROM memory_words").fetchone() == (79,)
+    raw.close()
+
+
+def test_a_newer_schema_is_refused(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
+    path = tmp_path / "new.db"
+    SqliteMemoryStore(path=path, embedding_model=embedding_model).close()
+    with sqlite3.connect(path) as raw:
+        raw.execute("UPDATE store_meta SET value = '9' WHERE key = 'schema_version'")
+    raw.close()
+    with pytest.raises(Exception, match="schema version 9"):
+        SqliteMemoryStore(path=path, embedding_model=embedding_model)
+
+
+def test_keyword_rows_follow_a_memory_to_another_user(store: SqliteMemoryStore) -> None:
+    moved = make_node("zebra crossing", memory_id="m1")
+    store.upsert([moved])
+    store.upsert([make_node("zebra crossing", user_name="bob", memory_id="m1")])
+    assert store.search(MemoryFilter("ann"), query="zebra", mode=SearchMode.KEYWORD) == []
+    assert [hit.memory_id for hit in store.search(MemoryFilter("bob"), query="zebra", mode=SearchMode.KEYWORD)] == ["m1"]
+    store.delete(["m1"])
+    assert store.search(MemoryFilter("bob"), query="zebra", mode=SearchMode.KEYWORD) == []
+
+
+def test_keyword_filters_checked_in_memory_match_sql(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
+    """A keyword search after a dense one checks filters on the loaded arrays; a fresh store
+    checks them in SQL."""
+    path = tmp_path / "k.db"
+    with SqliteMemoryStore(path=path, embedding_model=embedding_model) as first:
+        _fill(first)
+    few = MemoryFilter("ann", memory_types=(MemoryType.INSIGHT,), status=MemoryStatus.VALID)
+    with SqliteMemoryStore(path=path, embedding_model=embedding_model) as by_sql:
+        expected = by_sql.search(few, query="tea kyoto", mode=SearchMode.KEYWORD, top_k=3)
+    with SqliteMemoryStore(path=path, embedding_model=embedding_model) as in_memory:
+        in_memory.search(few, vector=unit_vectors(1, in_memory.dimension)[0], mode=SearchMode.DENSE)  # loads ann's arrays
+        assert in_memory.search(few, query="tea kyoto", mode=SearchMode.KEYWORD, top_k=3) == expected
+    assert sorted(hit.memory_id for hit in expected) == ["ann-10", "ann-20", "ann-30"]  # ann-0 expired
+
+
+def test_hybrid_on_two_threads_answers_as_on_one(store: SqliteMemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    _fill(store)
+    one_thread = _searches(store)
+    monkeypatch.setattr(_sqlite_search, "PARALLEL_FROM_ROWS", 1)
+    assert _searches(store) == one_thread
