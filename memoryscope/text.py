@@ -5,6 +5,8 @@ Latin words and numbers are lower-cased; runs of CJK characters are segmented wi
 
 Keyword search matches `keyword_terms` of a query against `index_terms` of the memories: the
 same words, lightly stemmed (`stem`), so "hobbies" finds "hobby" and "painted" finds "painting".
+Every store indexes `keyword_text(node)` and searches for `keyword_query(query)`, so they all
+see the same words of a memory.
 """
 
 from __future__ import annotations
@@ -15,7 +17,24 @@ import threading
 from functools import lru_cache
 from typing import Any
 
-__all__ = ["tokenize", "content_words", "keyword_terms", "index_terms", "stem", "STOPWORDS"]
+from memoryscope.memory import MemoryNode, searchable_text
+
+__all__ = [
+    "tokenize",
+    "content_words",
+    "keyword_terms",
+    "keyword_query",
+    "keyword_text",
+    "index_terms",
+    "stem",
+    "KEYWORD_TEXT_VERSION",
+    "STOPWORDS",
+]
+
+# The version of what `keyword_text` returns. Changing it (its parts, the tokenizer, `stem`)
+# needs a new version; a store whose index records another one re-indexes its keywords.
+# 1: plain tokens of content + key. 2: stemmed, plus a message's speaker, context and reply.
+KEYWORD_TEXT_VERSION = "2"
 
 _TOKEN = re.compile(r"[0-9a-z]+(?:'[a-z]+)?|[\u3400-\u9fff\uf900-\ufaff]+", re.IGNORECASE)
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
@@ -109,3 +128,17 @@ def keyword_terms(text: str) -> list[str]:
 def index_terms(text: str) -> list[str]:
     """Every token of `text`, stemmed: what the keyword index of a memory holds."""
     return [stem(token) for token in tokenize(text)]
+
+
+def keyword_text(node: MemoryNode) -> str:
+    """What a store's keyword index holds for `node`: the `index_terms` of its `searchable_text`
+    (content, key, and a chat message's speaker, context and reply), joined by single spaces,
+    so a whitespace tokenizer (SQLite FTS5's unicode61, Elasticsearch's `whitespace` analyzer)
+    keeps jieba's words and the stems as they are."""
+    return " ".join(index_terms(searchable_text(node)))
+
+
+def keyword_query(text: str) -> str:
+    """What a store's keyword search looks for: the distinct `keyword_terms` of `text` (all its
+    `index_terms` when every word is a stopword), joined by single spaces; "" when it has no words."""
+    return " ".join(dict.fromkeys(keyword_terms(text) or index_terms(text)))

@@ -117,7 +117,8 @@ def recorded_model(
     """The embedding model and dimension an opened index records in its `_meta`.
 
     Raises (each message passed through `where`) when the index was not made by MemoryScope, has
-    another schema version, or records another model, unless `allow_model_change`."""
+    a schema version this MemoryScope cannot read or upgrade, or records another model, unless
+    `allow_model_change`."""
     found = (name, dimension)
     for concrete, entry in mappings.items():
         meta = (entry.get("mappings") or {}).get("_meta") or {}
@@ -128,7 +129,7 @@ def recorded_model(
                 "set memory_store.index_name to a new index"
             ))  # fmt: skip
         version = meta.get("schema_version")
-        if version != queries.SCHEMA_VERSION:
+        if version != queries.SCHEMA_VERSION and version not in queries.UPGRADABLE_SCHEMA_VERSIONS:
             raise StoreError(where(
                 f"index {concrete!r} has schema version {version}; this MemoryScope reads {queries.SCHEMA_VERSION}"
             ))  # fmt: skip

@@ -9,6 +9,18 @@ would tie memories written in the same millisecond). `date_nanos` cannot hold ti
 which the times a memory was written never are; `event_time` (which can be a birthday in 1950),
 `message_time` and `last_accessed_at` are plain `date` fields, exact to the millisecond in range
 filters. `_source` keeps every value exactly as written either way.
+
+Keyword search: `keywords` holds `memoryscope.text.keyword_text(node)` (content, key and a chat
+message's speaker, context and reply; tokenised, jieba-segmented and stemmed by MemoryScope,
+space-joined), indexed with the `whitespace` analyzer, so Elasticsearch sees exactly the words
+the SQLite store indexes; a query is `keyword_query(text)`, matched with BM25. The field stays
+in `_source` (a partial `_update` re-indexes a document from its `_source`, and would drop a
+field kept out of it) but reads leave it out (`SOURCE_SHOWN`). `_meta.keyword_text_version`
+records that every document has the field as the current `keyword_text` makes it.
+
+Schema versions: 1 had no `keywords` field; 2 adds it. A version-1 index is upgraded when
+opened (`upgrade_mapping_body`: the field is added, nothing is lost); its older documents get
+the field from `fill_keywords` (`memoryscope reembed`), or whenever they are written again.
 """
 
 from __future__ import annotations
@@ -23,13 +35,22 @@ import numpy as np
 from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryNode
 from memoryscope.stores.base import MemoryFilter, TimeRange
+from memoryscope.text import KEYWORD_TEXT_VERSION, keyword_text
 
 __all__ = [
     "SCHEMA_VERSION",
+    "UPGRADABLE_SCHEMA_VERSIONS",
     "VECTOR_FIELD",
+    "KEYWORDS_FIELD",
+    "KEYWORDS_MAPPING",
+    "SOURCE_SHOWN",
     "MAX_RESULT_WINDOW",
     "MAX_NUM_CANDIDATES",
     "index_body",
+    "index_meta",
+    "upgrade_mapping_body",
+    "keyword_fill_page_body",
+    "bulk_keyword_update_lines",
     "filter_clauses",
     "filter_query",
     "knn_search_body",
@@ -50,8 +71,12 @@ __all__ = [
     "drop_empty_vector",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+UPGRADABLE_SCHEMA_VERSIONS = (1,)  # opened indices of these versions are brought up to SCHEMA_VERSION
 VECTOR_FIELD = "vector"
+KEYWORDS_FIELD = "keywords"
+# pre-tokenised by MemoryScope: split on spaces only, nothing lower-cased or stemmed again
+KEYWORDS_MAPPING = {"type": "text", "analyzer": "whitespace"}
 MAX_RESULT_WINDOW = 10_000  # the index.max_result_window default: `from + size` may not exceed it
 MAX_NUM_CANDIDATES = 10_000  # the knn option's upper bound for num_candidates
 
@@ -68,20 +93,20 @@ KEYWORD_FIELDS = (
 )
 NANOSECOND_DATE_FIELDS = ("created_at", "updated_at")
 DATE_FIELDS = ("event_time", "message_time", "last_accessed_at")
-KEYWORD_SEARCH_FIELDS = ("content", "key.text")
 TIME_RANGE_FIELDS = ("event_time", "message_time", "created_at", "updated_at")
-_NO_VECTOR = {"excludes": [VECTOR_FIELD]}
+SOURCE_SHOWN = {"excludes": [VECTOR_FIELD, KEYWORDS_FIELD]}  # what reads return of `_source`
 
 
 def index_body(*, embedding_model: str, dimension: int, analyzer: str) -> dict[str, Any]:
     """The `PUT /<index>` body: an explicit, strict mapping and the `_meta` that names the model."""
     properties: dict[str, Any] = {name: {"type": "keyword"} for name in KEYWORD_FIELDS}
-    # `key` (observation keywords, insight attribute) is matched by keyword search too, as in SQLite
+    # `key` (observation keywords, insight attribute) as text too, for queries of your own
     properties["key"] = {"type": "keyword", "fields": {"text": {"type": "text", "analyzer": analyzer}}}
     properties.update(
         {
             "content": {"type": "text", "analyzer": analyzer},
             "value": {"type": "text", "analyzer": analyzer},
+            KEYWORDS_FIELD: dict(KEYWORDS_MAPPING),
             "reflected": {"type": "boolean"},
             "updated": {"type": "boolean"},
             "access_count": {"type": "integer"},
@@ -98,9 +123,45 @@ def index_body(*, embedding_model: str, dimension: int, analyzer: str) -> dict[s
             },
         }
     )
-    meta = {"embedding_model": embedding_model, "dimension": dimension, "schema_version": SCHEMA_VERSION}
+    meta = index_meta(embedding_model=embedding_model, dimension=dimension, keywords_filled=True)
     # strict: a document with a field the mapping does not know is rejected, not silently mapped
     return {"mappings": {"dynamic": "strict", "_meta": meta, "properties": properties}}
+
+
+def index_meta(*, embedding_model: str, dimension: int, keywords_filled: bool) -> dict[str, Any]:
+    """The index's `_meta`; `keywords_filled`: every document has the current `keywords`."""
+    meta: dict[str, Any] = {"embedding_model": embedding_model, "dimension": dimension, "schema_version": SCHEMA_VERSION}
+    if keywords_filled:
+        meta["keyword_text_version"] = KEYWORD_TEXT_VERSION
+    return meta
+
+
+def upgrade_mapping_body(*, embedding_model: str, dimension: int) -> dict[str, Any]:
+    """`PUT /<index>/_mapping` for a version-1 index: add `keywords` (adding a field is allowed;
+    nothing else changes) and record schema version 2, the recorded model kept. The documents
+    written before lack the field until `fill_keywords` writes it."""
+    meta = index_meta(embedding_model=embedding_model, dimension=dimension, keywords_filled=False)
+    return {"properties": {KEYWORDS_FIELD: dict(KEYWORDS_MAPPING)}, "_meta": meta}
+
+
+def keyword_fill_page_body(*, size: int, after_id: str | None = None) -> dict[str, Any]:
+    """One page of every memory by `memory_id`, with its stored `keywords` and the sequence
+    number and primary term that guard rewriting it (`bulk_keyword_update_lines`)."""
+    body = iter_body(size=size, after_id=after_id)
+    body["_source"] = {"excludes": [VECTOR_FIELD]}
+    body["seq_no_primary_term"] = True
+    return body
+
+
+def bulk_keyword_update_lines(updates: Sequence[tuple[str, str, int, int]]) -> list[dict[str, Any]]:
+    """`_bulk` lines setting `keywords` of `(memory_id, keywords, seq_no, primary_term)`: each an
+    `update` that fails (409) if the memory changed since it was read, so a concurrent write,
+    which writes its own `keywords`, always wins."""
+    lines: list[dict[str, Any]] = []
+    for memory_id, keywords, seq_no, primary_term in updates:
+        lines.append({"update": {"_id": memory_id, "if_seq_no": seq_no, "if_primary_term": primary_term}})
+        lines.append({"doc": {KEYWORDS_FIELD: keywords}})
+    return lines
 
 
 def _time(value: datetime) -> str:
@@ -157,17 +218,18 @@ def knn_search_body(memory_filter: MemoryFilter, vector: Sequence[float], *, top
             "filter": filter_query(memory_filter),
         },
         "size": top_k,
-        "_source": _NO_VECTOR,
+        "_source": SOURCE_SHOWN,
     }
 
 
-def match_search_body(memory_filter: MemoryFilter, query: str, *, top_k: int) -> dict[str, Any]:
-    """BM25 over `content` and `key` (scores of both added), restricted by the same filter."""
-    match = {"multi_match": {"query": query, "fields": list(KEYWORD_SEARCH_FIELDS), "type": "most_fields"}}
+def match_search_body(memory_filter: MemoryFilter, terms: str, *, top_k: int) -> dict[str, Any]:
+    """BM25 over `keywords` for `terms` (`keyword_query` of the query: any of them may match),
+    restricted by the same filter."""
+    match = {"match": {KEYWORDS_FIELD: {"query": terms, "operator": "or"}}}
     return {
         "query": {"bool": {"must": [match], "filter": filter_clauses(memory_filter)}},
         "size": top_k,
-        "_source": _NO_VECTOR,
+        "_source": SOURCE_SHOWN,
     }
 
 
@@ -191,7 +253,7 @@ def scan_body(
         "sort": [{"created_at": {"order": order}}, {"memory_id": {"order": order}}],
         "size": size,
         "track_total_hits": False,
-        "_source": _NO_VECTOR if with_source else False,
+        "_source": SOURCE_SHOWN if with_source else False,
     }
     if offset:
         body["from"] = offset
@@ -215,7 +277,7 @@ def iter_body(*, size: int, user_name: str | None = None, after_id: str | None =
         "sort": [{"memory_id": {"order": "asc"}}],
         "size": size,
         "track_total_hits": False,
-        "_source": _NO_VECTOR,
+        "_source": SOURCE_SHOWN,
     }
     if after_id is not None:
         body["search_after"] = [after_id]
@@ -250,13 +312,15 @@ def update_body(changed: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def node_to_document(node: MemoryNode, vector: Sequence[float] | None = None) -> dict[str, Any]:
-    """The `_source` of a node: its fields (times as ISO 8601 with zone), plus `vector` when given."""
+    """The `_source` of a node: its fields (times as ISO 8601 with zone), its `keywords`
+    (`keyword_text`), plus `vector` when given."""
     document = node.to_dict()
     document.pop("score", None)  # a search result, not a stored field
     try:
         json.dumps(document["meta"])
     except (TypeError, ValueError) as error:
         raise StoreError(f"memory {node.memory_id!r}: meta must be JSON-serialisable: {error}") from None
+    document[KEYWORDS_FIELD] = keyword_text(node)
     if vector is not None:
         document[VECTOR_FIELD] = [float(value) for value in vector]
     return document
@@ -265,6 +329,7 @@ def node_to_document(node: MemoryNode, vector: Sequence[float] | None = None) ->
 def document_to_node(source: Mapping[str, Any], score: float | None = None) -> MemoryNode:
     fields = dict(source)
     fields.pop(VECTOR_FIELD, None)
+    fields.pop(KEYWORDS_FIELD, None)
     fields["score"] = score
     return MemoryNode.from_dict(fields)
 

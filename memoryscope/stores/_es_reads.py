@@ -1,8 +1,9 @@
 """Read paths of `elasticsearch_memory_store`: search, scan and the stored vectors.
 
 Functions of the store (`ElasticsearchMemoryStore` calls them); they use its client, settings
-and error wrapping. Dense search uses the `knn` option, keyword search BM25 `multi_match`, and
-hybrid search fuses both lists in the client by reciprocal rank fusion.
+and error wrapping. Dense search uses the `knn` option, keyword search BM25 `match` on
+`keywords` (the query as `keyword_query` words), and hybrid search fuses both lists in the
+client by reciprocal rank fusion.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from memoryscope.memory import MemoryNode
 from memoryscope.stores import _es_queries as queries
 from memoryscope.stores.base import MemoryFilter, SearchMode
 from memoryscope.stores.fusion import reciprocal_rank_fusion
+from memoryscope.text import keyword_query
 
 if TYPE_CHECKING:
     from memoryscope.stores.elasticsearch_store import ElasticsearchMemoryStore
@@ -90,7 +92,10 @@ def dense(
 def keyword(
     store: ElasticsearchMemoryStore, memory_filter: MemoryFilter, query: str, top_k: int
 ) -> list[tuple[MemoryNode, float]]:
-    body = queries.match_search_body(memory_filter, query, top_k=top_k)
+    terms = keyword_query(query)
+    if not terms:
+        return []  # no word to look for (only punctuation), as in the SQLite store
+    body = queries.match_search_body(memory_filter, terms, top_k=top_k)
     return [(queries.document_to_node(hit["_source"]), float(hit["_score"])) for hit in store._search(body, "keyword search")]
 
 

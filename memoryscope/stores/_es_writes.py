@@ -141,6 +141,9 @@ def update(store: ElasticsearchMemoryStore, memory_id: str, changes: dict[str, A
                 store._client.index(document=queries.drop_empty_vector(document), **target)
             else:
                 changed = {name: value for name, value in document.items() if old_document.get(name, value) != value}
+                # against what is stored: a memory written before the field existed gets it now
+                if doc["_source"].get(queries.KEYWORDS_FIELD) != document[queries.KEYWORDS_FIELD]:
+                    changed[queries.KEYWORDS_FIELD] = document[queries.KEYWORDS_FIELD]
                 if queries.VECTOR_FIELD in document and new.content != old.content:
                     changed[queries.VECTOR_FIELD] = document[queries.VECTOR_FIELD]
                 store._client.update(body=queries.update_body(changed), **target)

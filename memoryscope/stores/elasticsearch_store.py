@@ -4,8 +4,9 @@
   Its `_meta` records the embedding model and dimension; opening it with another model fails.
 - Dense search: the `knn` search option (HNSW, cosine) with the memory filter as a pre-filter,
   so only the user's memories compete for the `k` places. Scores are cosines.
-- Keyword search: BM25 `multi_match` over `content` and `key` (as the SQLite store searches both),
-  inside a bool query carrying the same filter. Scores are BM25.
+- Keyword search: BM25 `match` on `keywords`, the words the SQLite store indexes too
+  (`memoryscope.text.keyword_text`), inside a bool query carrying the same filter. Scores are
+  BM25. An index made before that field gets it when opened (`_es_keywords`).
 - Hybrid search: both requests, fused in the client by reciprocal rank fusion (no license-gated
   server-side RRF retriever).
 - Writes go through `_bulk` (`index` actions, `_id` = memory_id) with the configured `refresh`
@@ -45,6 +46,7 @@ from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryNode
 from memoryscope.models.base import EmbeddingModel
 from memoryscope.stores import _es_connection as connection
+from memoryscope.stores import _es_keywords as keywords
 from memoryscope.stores import _es_queries as queries
 from memoryscope.stores import _es_reads as reads
 from memoryscope.stores import _es_writes as writes
@@ -88,7 +90,7 @@ class ElasticsearchMemoryStore(MemoryStore):
             default=100, gt=0, description="Depth of the dense and keyword lists fused by hybrid search (at least top_k)."
         )
         analyzer: str = Field(
-            default="standard", description="Analyzer of the `content`, `value` and `key` text (fixed when the index is created)."
+            default="standard", description="Analyzer of the `content`, `value`, `key.text` fields (not of keyword search)."
         )
         embedding_model: str = Field(
             default="embedding_model", description="Key under `model:` of the embedding model that makes the vectors."
@@ -205,7 +207,9 @@ class ElasticsearchMemoryStore(MemoryStore):
                 if not exists:
                     exists = not self._create_index()
                 if exists:
-                    self._check_index_meta(self._client.indices.get_mapping(index=self.index_name).body)
+                    mappings = self._client.indices.get_mapping(index=self.index_name).body
+                    self._check_index_meta(mappings)
+                    keywords.upgrade_index(self, mappings)
             self._index_ready = True
 
     def _create_index(self) -> bool:
@@ -295,7 +299,7 @@ class ElasticsearchMemoryStore(MemoryStore):
         self.ensure_index()
         with self._calling("get"):
             unique = list(dict.fromkeys(ids))
-            response = self._client.mget(index=self.index_name, ids=unique, source_excludes=[queries.VECTOR_FIELD])
+            response = self._client.mget(index=self.index_name, ids=unique, source_excludes=queries.SOURCE_SHOWN["excludes"])
         found = {doc["_id"]: queries.document_to_node(doc["_source"]) for doc in response["docs"] if doc.get("found")}
         return [found[memory_id] for memory_id in ids if memory_id in found]
 
@@ -369,6 +373,11 @@ class ElasticsearchMemoryStore(MemoryStore):
             self._index_ready = False  # the next call reads the new index's _meta
             self._recorded = None
         return count
+
+    def fill_keywords(self, *, batch_size: int = 500, progress: Progress | None = None) -> int:
+        """Give memories written before the `keywords` field (or with an older `keyword_text`) the
+        current one, in place; how many were set. `memoryscope reembed` runs it (`_es_keywords`)."""
+        return keywords.fill_keywords(self, batch_size, progress)
 
     def search(
         self,

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from memoryscope.testing import _fake_es_search as dsl
+from memoryscope.testing._fake_es_aggregations import aggregate
 from memoryscope.testing._fake_es_documents import (
     SHARDS,
     Failure,
@@ -24,6 +25,7 @@ from memoryscope.testing._fake_es_documents import (
     document_meta,
     hits_response,
     merge,
+    merge_mapping,
     source_option,
     source_params,
     validate_document,
@@ -62,6 +64,8 @@ class FakeCluster:
         index = self._existing(name)
         handlers = {
             ("_mapping", "GET"): lambda: {name: {"mappings": copy.deepcopy(index.mappings)}},
+            ("_mapping", "PUT"): lambda: self._put_mapping(index, body),
+            ("_mapping", "POST"): lambda: self._put_mapping(index, body),
             ("_mget", "POST"): lambda: self._mget(name, index, params, body or {}),
             ("_mget", "GET"): lambda: self._mget(name, index, params, body or {}),
             ("_search", "POST"): lambda: self._search(name, index, params, body or {}),
@@ -80,6 +84,10 @@ class FakeCluster:
         if handler is None:
             raise Failure(400, "illegal_argument_exception", f"fake: no route for {method} {path}")
         return 200, handler()
+
+    def _put_mapping(self, index: Index, body: Any) -> dict[str, Any]:
+        merge_mapping(index.mappings, body)
+        return {"acknowledged": True}
 
     def _resolve(self, name: str) -> str:
         """The index a name stands for: itself, or the one index of an alias."""
@@ -222,7 +230,8 @@ class FakeCluster:
                     else:
                         result.update(result="not_found", status=404)
                 elif action == "update":
-                    result.update(self._update(index_name, index, doc_id, source or {}, {}), status=200)
+                    guard = {key: meta[key] for key in ("if_seq_no", "if_primary_term") if key in meta}
+                    result.update(self._update(index_name, index, doc_id, source or {}, guard), status=200)
                 else:
                     if action == "create" and doc_id in index.documents:
                         reason = f"[{doc_id}]: version conflict, document already exists"
@@ -261,7 +270,8 @@ class FakeCluster:
                 "version_conflicts": 0, "noops": 0, "failures": []}  # fmt: skip
 
     def _search(self, name: str, index: Index, params: Mapping[str, str], body: Mapping[str, Any]) -> dict[str, Any]:
-        known = {"query", "knn", "size", "from", "sort", "search_after", "_source", "track_total_hits", "aggs", "aggregations"}
+        known = {"query", "knn", "size", "from", "sort", "search_after", "_source", "track_total_hits", "aggs", "aggregations",
+                 "seq_no_primary_term"}  # fmt: skip
         if set(body) - known:
             raise dsl.QueryError(f"fake: unsupported search keys {sorted(set(body) - known)}")
         size, start = int(body.get("size", 10)), int(body.get("from", 0))
@@ -278,7 +288,7 @@ class FakeCluster:
             scored = dsl.knn_hits(body["knn"], index.documents, index.mappings)
         else:
             query = body.get("query") or {"match_all": {}}
-            stats = dsl.search_stats(index.documents)
+            stats = dsl.search_stats(index.documents, index.mappings)
             documents = index.documents
             matching = self._matching(index, query)
             scored = [(doc_id, dsl.score(query, documents[doc_id], index.mappings, stats)) for doc_id in matching]
@@ -287,6 +297,8 @@ class FakeCluster:
         hits: list[dict[str, Any]] = []
         for doc_id, value in scored:
             hit: dict[str, Any] = {"_index": name, "_id": doc_id, "_score": None if sort else value}
+            if body.get("seq_no_primary_term") is True:
+                hit.update(_seq_no=index.versions[doc_id][1], _primary_term=1)
             if sort:
                 hit["sort"] = dsl.sort_values(index.documents[doc_id], sort, index.mappings)
             hits.append(hit)
@@ -310,5 +322,5 @@ class FakeCluster:
             if "knn" in body:
                 raise dsl.QueryError("fake: aggregations with `knn` are not supported")
             matched = [index.documents[doc_id] for doc_id, _ in scored]
-            response["aggregations"] = dsl.aggregate(aggs, matched, index.mappings)
+            response["aggregations"] = aggregate(aggs, matched, index.mappings)
         return response

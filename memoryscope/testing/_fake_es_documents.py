@@ -1,7 +1,8 @@
 """The pieces of the fake Elasticsearch that need no cluster state: documents, errors, answers.
 
 The `Index` record, the `Failure` a request ends with and its error body, mapping checks on a
-document, version checks, the partial-update merge and the `_source` filtering options.
+document, the update-mapping merge, version checks, the partial-update merge and the `_source`
+filtering options.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = [
     "error_body",
     "hits_response",
     "merge",
+    "merge_mapping",
     "source_option",
     "source_params",
     "validate_document",
@@ -85,6 +87,34 @@ def validate_document(index: Index, doc_id: str, source: Any) -> None:
                     raise Failure(400, "document_parsing_exception", reason) from None
                 if kind == "date_nanos" and nanos < 0:
                     raise Failure(400, "document_parsing_exception", f"date[{item}] is before the epoch in 1970")
+
+
+def merge_mapping(mappings: dict[str, Any], update: Any) -> None:
+    """The update-mapping API (`PUT /<index>/_mapping`): new fields are added, a field already
+    mapped must be given exactly as it is (Elasticsearch refuses to change a field's type or
+    analyzer), `_meta` is replaced as a whole, `dynamic` is set. Checked before anything changes."""
+    if not isinstance(update, dict):
+        raise Failure(400, "action_request_validation_exception", "Validation Failed: 1: mapping source is missing;")
+    unknown = set(update) - {"properties", "_meta", "dynamic"}
+    if unknown:
+        raise Failure(400, "mapper_parsing_exception", f"fake: unsupported mapping keys {sorted(unknown)}")
+    properties = mappings.get("properties", {})
+    added = update.get("properties") or {}
+    for name, spec in added.items():
+        old = properties.get(name)
+        if old is not None and old != spec:
+            if old.get("type", "object") != spec.get("type", "object"):
+                reason = f"mapper [{name}] cannot be changed from type [{old.get('type')}] to [{spec.get('type')}]"
+            else:
+                reason = f"Mapper for [{name}] conflicts with existing mapper: {old} != {spec}"
+            raise Failure(400, "illegal_argument_exception", reason)
+        if spec.get("type") == "dense_vector" and not isinstance(spec.get("dims"), int):
+            raise Failure(400, "mapper_parsing_exception", f"[dims] is required for dense_vector field [{name}]")
+    mappings.setdefault("properties", {}).update(copy.deepcopy(added))
+    if "_meta" in update:
+        mappings["_meta"] = copy.deepcopy(update["_meta"])
+    if "dynamic" in update:
+        mappings["dynamic"] = update["dynamic"]
 
 
 def check_version(index: Index, doc_id: str, params: Mapping[str, Any]) -> None:

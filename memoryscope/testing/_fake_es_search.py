@@ -2,15 +2,17 @@
 
 A subset, written from the Elasticsearch 8.x reference, enough for `elasticsearch_memory_store`:
 queries `match_all`, `bool` (filter / must / should / must_not), `term`, `terms`, `range`,
-`exists`, `ids`, `match`, `multi_match` (most_fields / best_fields); the `knn` search option
+`exists`, `ids`, `match` (`operator` or / and), `multi_match` (most_fields / best_fields); the `knn` search option
 (exact cosine over the filtered documents, scored `(1 + cosine) / 2` as Elasticsearch does);
-`sort` with `search_after`; `_source` includes / excludes; `composite` aggregations of `terms`
-sources on keyword fields (buckets in key order, paged by `after`). Anything else is refused with a 400
+`sort` with `search_after`; `_source` includes / excludes (aggregations are in
+`_fake_es_aggregations`). Anything else is refused with a 400
 `parsing_exception`, so a body the fake does not understand fails loudly instead of matching
 everything.
 
-Approximations: text is analysed like the `standard` analyzer for Latin words (lower-cased
-runs of letters and digits) and CJK (one token per character); BM25 uses Lucene's formula
+Text is analysed by the field's `analyzer`, at index and query time alike: `whitespace` splits
+on whitespace and changes nothing else, as Elasticsearch's does; any other is approximated like
+the `standard` analyzer for Latin words (lower-cased runs of letters and digits) and CJK (one
+token per character). BM25 uses Lucene's formula
 (k1 = 1.2, b = 0.75) with statistics over the whole index (one shard); kNN is exact.
 """
 
@@ -24,7 +26,18 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["QueryError", "analyze", "matches", "score", "knn_hits", "sort_key", "sort_values", "filter_source", "aggregate"]
+__all__ = [
+    "QueryError",
+    "analyze",
+    "single",
+    "field_analyzer",
+    "matches",
+    "score",
+    "knn_hits",
+    "sort_key",
+    "sort_values",
+    "filter_source",
+]
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
 _TOKEN = re.compile(rf"[{_CJK}]|[^\W{_CJK}_]+")
@@ -39,8 +52,22 @@ class QueryError(Exception):
         super().__init__(reason)
 
 
-def analyze(text: Any) -> list[str]:
-    return [token.lower() for token in _TOKEN.findall(str(text))] if text is not None else []
+def analyze(text: Any, analyzer: str = "standard") -> list[str]:
+    """The tokens `analyzer` makes of `text` (see the module for what is approximated)."""
+    if text is None:
+        return []
+    if analyzer == "whitespace":
+        return str(text).split()
+    return [token.lower() for token in _TOKEN.findall(str(text))]
+
+
+def field_analyzer(mappings: Mapping[str, Any], field: str) -> str:
+    """The analyzer of a text field (`key.text` finds the sub-field's); "standard" when unset."""
+    name, _, sub = field.partition(".")
+    spec = _properties(mappings).get(name) or {}
+    if sub:
+        spec = spec.get("fields", {}).get(sub) or {}
+    return str(spec.get("analyzer", "standard"))
 
 
 def _properties(mappings: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -95,7 +122,8 @@ def _comparable(value: Any, kind: str | None) -> Any:
 # ---- matching and scoring ----------------------------------------------------------------------
 
 
-def _single(query: Mapping[str, Any], name: str) -> tuple[str, Any]:
+def single(query: Mapping[str, Any], name: str) -> tuple[str, Any]:
+    """The one `(key, value)` of a query object that has exactly one."""
     if not isinstance(query, Mapping) or len(query) != 1:
         raise QueryError(f"[{name}] query malformed, expected one field, got {query!r}")
     return next(iter(query.items()))
@@ -109,7 +137,7 @@ def _clauses(value: Any) -> list[Mapping[str, Any]]:
 
 def matches(query: Mapping[str, Any], document: Mapping[str, Any], mappings: Mapping[str, Any], doc_id: str = "") -> bool:
     """Whether `document` (with id `doc_id`) matches `query`; QueryError for queries the fake does not know."""
-    kind, spec = _single(query, "query")
+    kind, spec = single(query, "query")
     if kind == "match_all":
         return True
     if kind == "bool":
@@ -125,7 +153,7 @@ def matches(query: Mapping[str, Any], document: Mapping[str, Any], mappings: Map
         needed = int(spec.get("minimum_should_match", 0 if required else 1 if should else 0))
         return sum(matches(clause, document, mappings, doc_id) for clause in should) >= needed
     if kind in ("term", "terms"):
-        field, wanted = _single(spec, kind)
+        field, wanted = single(spec, kind)
         if kind == "term":
             wanted = [wanted["value"] if isinstance(wanted, Mapping) else wanted]
         elif not isinstance(wanted, list):
@@ -133,7 +161,7 @@ def matches(query: Mapping[str, Any], document: Mapping[str, Any], mappings: Map
         present = field_values(document, field)
         return any(value == item for value in present for item in wanted)
     if kind == "range":
-        field, bounds = _single(spec, "range")
+        field, bounds = single(spec, "range")
         unknown = set(bounds) - {"gte", "gt", "lte", "lt", "format"}
         if unknown:
             raise QueryError(f"[range] unknown keys {sorted(unknown)}")
@@ -159,38 +187,53 @@ def matches(query: Mapping[str, Any], document: Mapping[str, Any], mappings: Map
 
 
 def _any_term(query: Mapping[str, Any], document: Mapping[str, Any], mappings: Mapping[str, Any]) -> bool:
-    text, fields = _text_query(query)
+    text, fields, operator = _text_query(query)
     for field in fields:
         if field_type(mappings, field) != "text":
             raise QueryError(f"field [{field}] is not a text field in the fake's mapping", "query_shard_exception")
-    terms = set(analyze(text))
-    return any(terms & set(analyze(" ".join(map(str, field_values(document, field))))) for field in fields)
+    for field in fields:
+        analyzer = field_analyzer(mappings, field)
+        terms = set(analyze(text, analyzer))
+        present = set(analyze(" ".join(map(str, field_values(document, field))), analyzer))
+        if terms and (terms <= present if operator == "and" else terms & present):
+            return True
+    return False
 
 
-def _text_query(query: Mapping[str, Any]) -> tuple[str, list[str]]:
-    kind, spec = _single(query, "query")
+def _text_query(query: Mapping[str, Any]) -> tuple[str, list[str], str]:
+    """`(query text, fields, operator)` of a `match` or `multi_match`."""
+    kind, spec = single(query, "query")
     if kind == "match":
-        field, value = _single(spec, "match")
-        text = value.get("query") if isinstance(value, Mapping) else value
-        return str(text), [field]
+        field, value = single(spec, "match")
+        if not isinstance(value, Mapping):
+            return str(value), [field], "or"
+        unknown = set(value) - {"query", "operator"}
+        if unknown:
+            raise QueryError(f"fake: [match] options {sorted(unknown)} are not supported")
+        operator = str(value.get("operator", "or")).lower()
+        if operator not in ("or", "and"):
+            raise QueryError(f"[match] unknown operator [{operator}]")
+        return str(value.get("query")), [field], operator
     if spec.get("type", "best_fields") not in ("best_fields", "most_fields"):
         raise QueryError(f"[multi_match] type [{spec.get('type')}] is not supported by the fake")
-    return str(spec["query"]), list(spec["fields"])
+    return str(spec["query"]), list(spec["fields"]), "or"
 
 
 class _Stats:
     """BM25 collection statistics per field over every document of the index."""
 
-    def __init__(self, documents: Mapping[str, Mapping[str, Any]]):
+    def __init__(self, documents: Mapping[str, Mapping[str, Any]], mappings: Mapping[str, Any]):
         self.documents = documents
+        self.mappings = mappings
         self._cache: dict[str, tuple[int, float, dict[str, int]]] = {}
 
     def field(self, field: str) -> tuple[int, float, dict[str, int]]:
         if field not in self._cache:
             lengths: list[int] = []
             frequency: dict[str, int] = {}
+            analyzer = field_analyzer(self.mappings, field)
             for document in self.documents.values():
-                tokens = analyze(" ".join(map(str, field_values(document, field))))
+                tokens = analyze(" ".join(map(str, field_values(document, field))), analyzer)
                 if tokens:
                     lengths.append(len(tokens))
                     for token in set(tokens):
@@ -201,12 +244,13 @@ class _Stats:
 
 
 def _bm25(text: str, field: str, document: Mapping[str, Any], stats: _Stats, k1: float = 1.2, b: float = 0.75) -> float:
-    tokens = analyze(" ".join(map(str, field_values(document, field))))
+    analyzer = field_analyzer(stats.mappings, field)
+    tokens = analyze(" ".join(map(str, field_values(document, field))), analyzer)
     if not tokens:
         return 0.0
     count, average, frequency = stats.field(field)
     total = 0.0
-    for term in analyze(text):
+    for term in analyze(text, analyzer):
         tf = tokens.count(term)
         if not tf:
             continue
@@ -218,19 +262,19 @@ def _bm25(text: str, field: str, document: Mapping[str, Any], stats: _Stats, k1:
 
 def score(query: Mapping[str, Any], document: Mapping[str, Any], mappings: Mapping[str, Any], stats: _Stats) -> float:
     """The relevance score of a matching document (filters and term-level queries score 0)."""
-    kind, spec = _single(query, "query")
+    kind, spec = single(query, "query")
     if kind == "bool":
         return sum(score(clause, document, mappings, stats) for key in ("must", "should") for clause in _clauses(spec.get(key)))
     if kind in ("match", "multi_match"):
-        text, fields = _text_query(query)
+        text, fields, _ = _text_query(query)
         per_field = [_bm25(text, field, document, stats) for field in fields]
         most = kind == "match" or spec.get("type") == "most_fields"
         return sum(per_field) if most else max(per_field, default=0.0)
     return 0.0
 
 
-def search_stats(documents: Mapping[str, Mapping[str, Any]]) -> _Stats:
-    return _Stats(documents)
+def search_stats(documents: Mapping[str, Mapping[str, Any]], mappings: Mapping[str, Any]) -> _Stats:
+    return _Stats(documents, mappings)
 
 
 def knn_hits(
@@ -341,52 +385,3 @@ class _Reversed:
 def filter_source(source: Mapping[str, Any], includes: Sequence[str] | None, excludes: Sequence[str] | None) -> dict[str, Any]:
     kept = {name: value for name, value in source.items() if includes is None or name in includes}
     return {name: value for name, value in kept.items() if not excludes or name not in excludes}
-
-
-# ---- aggregations ----------------------------------------------------------------------------------
-
-
-def aggregate(aggs: Mapping[str, Any], documents: Sequence[Mapping[str, Any]], mappings: Mapping[str, Any]) -> dict[str, Any]:
-    """The `aggregations` of a response: `composite` of `terms` sources only."""
-    if not isinstance(aggs, Mapping):
-        raise QueryError("[aggs] must be an object")
-    return {name: _composite(name, spec, documents, mappings) for name, spec in aggs.items()}
-
-
-def _composite(
-    name: str, spec: Mapping[str, Any], documents: Sequence[Mapping[str, Any]], mappings: Mapping[str, Any]
-) -> dict[str, Any]:
-    if not isinstance(spec, Mapping) or set(spec) != {"composite"}:
-        raise QueryError(f"fake: aggregation [{name}] must be a `composite` aggregation and nothing else")
-    composite = spec["composite"]
-    unknown = set(composite) - {"size", "sources", "after"}
-    if unknown:
-        raise QueryError(f"[composite] unknown keys {sorted(unknown)}")
-    keys: list[tuple[str, str]] = []  # (key name, field)
-    for source in composite.get("sources") or []:
-        key_name, source_spec = _single(source, "composite.sources")
-        if not isinstance(source_spec, Mapping) or set(source_spec) != {"terms"}:
-            raise QueryError(f"fake: composite source [{key_name}] must be `terms`")
-        field = source_spec["terms"].get("field")
-        if field_type(mappings, str(field)) != "keyword":
-            raise QueryError(f"fake: composite terms on [{field}] needs a keyword field")
-        keys.append((key_name, str(field)))
-    if not keys:
-        raise QueryError("[composite] [sources] cannot be empty")
-    counts: dict[tuple[Any, ...], int] = {}
-    for document in documents:
-        values = tuple(field_values(document, field)[:1] for _, field in keys)
-        if all(values):  # documents missing a source field make no bucket (missing_bucket: false)
-            key = tuple(value[0] for value in values)
-            counts[key] = counts.get(key, 0) + 1
-    ordered = sorted(counts)
-    after = composite.get("after")
-    if after is not None:
-        start = tuple(after[key_name] for key_name, _ in keys)
-        ordered = [key for key in ordered if key > start]
-    page = ordered[: int(composite.get("size", 10))]
-    buckets = [{"key": dict(zip([key_name for key_name, _ in keys], key, strict=True)), "doc_count": counts[key]} for key in page]
-    result: dict[str, Any] = {"buckets": buckets}
-    if buckets:
-        result["after_key"] = buckets[-1]["key"]
-    return result

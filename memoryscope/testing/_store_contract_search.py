@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from memoryscope.errors import StoreError
+from memoryscope.memory import MemoryType
 from memoryscope.models.base import EmbeddingModel
 from memoryscope.stores.base import MemoryFilter, MemoryStore, SearchMode, TimeRange
 from memoryscope.stores.fusion import reciprocal_rank_fusion
@@ -69,6 +70,31 @@ class SearchCases(ContractHelpers):
         assert ids(store.search(self.ann, query="吉他", mode=SearchMode.KEYWORD)) == [nodes["guitar"].memory_id]
         found = store.search(self.ann, query="用户喜欢弹吉他吗", mode=SearchMode.KEYWORD)
         assert found[0].memory_id == nodes["guitar"].memory_id
+
+    def test_keyword_search_sees_a_message_speaker_context_reply_and_inflections(self, store: MemoryStore) -> None:
+        """A chat message is found by who said it, what it answered and what answered it
+        (`searchable_text`), and by other inflections of its words (`memoryscope.text.stem`)."""
+        message = make_node(
+            "I have been painting landscapes",
+            memory_id="message",
+            memory_type=MemoryType.CONVERSATION,
+            meta={"speaker": "Caroline", "context": "Melanie: Any new hobby lately?", "reply": "Melanie: Lovely, send a photo"},
+        )
+        other = make_node("Went camping with the kids", memory_id="other", meta={"speaker": "Melanie"})
+        self.upsert_with_random_vectors(store, [message, other])
+        expected = {
+            "Caroline": ["message"],  # the speaker
+            "hobbies": ["message"],  # the context says "hobby"
+            "photos": ["message"],  # the reply says "photo"
+            "painted": ["message"],  # the content says "painting"
+            "camp": ["other"],
+            "Melanie": ["message", "other"],
+        }
+        for query, found_ids in expected.items():
+            found = store.search(self.ann, query=query, mode=SearchMode.KEYWORD)
+            assert sorted(ids(found)) == found_ids, query
+        [back] = store.search(self.ann, query="Caroline", mode=SearchMode.KEYWORD)
+        assert back.replace(score=None) == message  # the indexed words are not part of what comes back
 
     def test_keyword_scores_rank_rarer_and_repeated_words_higher(self, store: MemoryStore) -> None:
         nodes = [

@@ -9,17 +9,19 @@ real client and the real store code, and can pin the exact bodies sent::
         assert server.requests[-1].path == "/memoryscope_memory/_count"
         assert server.requests[-1].body == {"query": {"bool": {"filter": [{"term": {"user_name": "ann"}}]}}}
 
-Endpoints: `HEAD|PUT|DELETE /<index>`, `GET /<index>/_mapping`, `POST /<index>/_bulk` (index,
-create, delete and update actions), `POST /<index>/_mget`, `PUT /<index>/_doc/<id>`,
+Endpoints: `HEAD|PUT|DELETE /<index>`, `GET|PUT /<index>/_mapping` (PUT adds fields, refuses to
+change one, replaces `_meta`), `POST /<index>/_bulk` (index, create, delete and update actions,
+update honouring `if_seq_no`), `POST /<index>/_mget`, `PUT /<index>/_doc/<id>`,
 `POST /<index>/_update/<id>` (`doc` merged into `_source` object by object, as Elasticsearch
 does), `POST /<index>/_search` (`query` or `knn`, `sort`, `search_after`, `from`/`size` within
-`max_result_window`, `composite` aggregations of `terms` sources), `POST /<index>/_count`, `POST
+`max_result_window`, `seq_no_primary_term`, `composite` aggregations of `terms` sources), `POST /<index>/_count`, `POST
 /<index>/_delete_by_query`, `POST /<index>/_refresh`, `POST /_aliases` (`add`, `remove`,
 `remove_index`, applied atomically, `remove_index` first), `GET /`. An alias of one index stands
 for it in every per-index endpoint. `if_seq_no` / `if_primary_term` are honoured (409 on a
 mismatch).
 Mappings are enforced as far as the store relies on them: `dynamic: strict` rejects unknown
-fields, `dense_vector` checks its dimension and refuses zero vectors for cosine, dates must parse.
+fields, `dense_vector` checks its dimension and refuses zero vectors for cosine, dates must parse,
+text is analysed by its field's analyzer (`whitespace` exactly, others approximated).
 The indices and the routes that act on them are in `_fake_es_cluster`, query semantics and
 their approximations in `_fake_es_search`. Refresh is not modelled:
 every write is visible at once (tests check the `refresh` parameter in `requests` instead).

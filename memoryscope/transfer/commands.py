@@ -132,7 +132,9 @@ def _migrate(args: argparse.Namespace) -> int:
 
 def _reembed(args: argparse.Namespace) -> int:
     """After changing the embedding model in a config, embed every memory of its store again
-    with the new model; the store then opens with it. Stop other users of the store first."""
+    with the new model; the store then opens with it. Stop other users of the store first.
+    With the model unchanged, it fills the keyword field of an Elasticsearch index's older
+    memories in place (nothing is embedded)."""
     from memoryscope.progress import StderrProgress
     from memoryscope.transfer.stores import reembed
 

@@ -12,6 +12,8 @@
   writers to the source stopped.
 - `reembed(config)`: after changing a config's embedding model, embed every memory again with
   it; the store then records the new model (see `MemoryStore.reembed` for each backend's way).
+  With the model unchanged, an Elasticsearch store fills the `keywords` field of memories
+  written before it had one (`ElasticsearchMemoryStore.fill_keywords`), embedding nothing.
 """
 
 from __future__ import annotations
@@ -181,6 +183,11 @@ def reembed(config: ConfigSource, *, batch_size: int = 256, progress: Progress |
         current = (store.embedding_model.model_name, int(store.dimension))
         if recorded == current and not force:
             progress.note(f"the vectors are already made by {current[0]!r} (dimension {current[1]}); nothing to do")
+            # an Elasticsearch index from before its `keywords` field: fill it in place (the
+            # copy below fills it too); the other stores keep their keyword index up to date
+            fill_keywords = getattr(store, "fill_keywords", None)
+            if fill_keywords is not None:
+                fill_keywords(batch_size=batch_size, progress=progress)
             return 0
         was = "the same model (forced)" if recorded == current else f"{recorded[0]!r} (dimension {recorded[1]})"
         progress.note(f"re-embedding with {current[0]!r} (dimension {current[1]}); the vectors were made by {was}")

@@ -26,6 +26,7 @@ from memoryscope.stores.elasticsearch_store import BulkWriteError, Elasticsearch
 from memoryscope.stores.fusion import reciprocal_rank_fusion
 from memoryscope.testing.fake_elasticsearch import FakeElasticsearch, RecordedRequest
 from memoryscope.testing.store_contract import StoreContract
+from memoryscope.text import keyword_text
 
 # the client is an optional extra (the store imports it lazily); without it these tests cannot run
 pytest.importorskip("elasticsearch", reason='needs the Elasticsearch client: pip install "memoryscope[elasticsearch]"')
@@ -34,7 +35,7 @@ INDEX = "memories"
 ANN = MemoryFilter("ann")
 T0 = datetime(2024, 10, 26, 21, 26, 20, 123456, tzinfo=timezone(timedelta(hours=8)))
 USER_TERM = {"term": {"user_name": "ann"}}
-NO_VECTOR = {"excludes": ["vector"]}
+SOURCE_SHOWN = {"excludes": ["vector", "keywords"]}  # reads leave out the vector and the keyword text
 
 
 class TableEmbedding(EmbeddingModel):
@@ -98,6 +99,7 @@ def document(
         "access_count": 0, "last_accessed_at": None, "meta": {},
     }  # fmt: skip
     source.update(fields)
+    source.setdefault("keywords", keyword_text(MemoryNode.from_dict(source)))
     if vector is not None:
         source["vector"] = vector
     return source
@@ -115,7 +117,7 @@ HALVES = [0.5, 0.5, 0.5, 0.5]
 PINNED_INDEX_BODY = {
     "mappings": {
         "dynamic": "strict",
-        "_meta": {"embedding_model": "table-4d", "dimension": 4, "schema_version": 1},
+        "_meta": {"embedding_model": "table-4d", "dimension": 4, "schema_version": 2, "keyword_text_version": "2"},
         "properties": {
             "memory_id": {"type": "keyword"},
             "user_name": {"type": "keyword"},
@@ -128,6 +130,7 @@ PINNED_INDEX_BODY = {
             "source_message_ids": {"type": "keyword"},
             "content": {"type": "text", "analyzer": "standard"},
             "value": {"type": "text", "analyzer": "standard"},
+            "keywords": {"type": "text", "analyzer": "whitespace"},
             "reflected": {"type": "boolean"},
             "updated": {"type": "boolean"},
             "access_count": {"type": "integer"},
@@ -184,7 +187,7 @@ def test_an_index_of_another_model_is_refused(
 ) -> None:
     mappings = {
         **PINNED_INDEX_BODY["mappings"],
-        "_meta": {"embedding_model": recorded, "dimension": dimension, "schema_version": 1},
+        "_meta": {"embedding_model": recorded, "dimension": dimension, "schema_version": 2},
     }
     server.create_index(INDEX, mappings)
     with pytest.raises(StoreError) as caught:
@@ -211,9 +214,9 @@ def test_an_index_created_meanwhile_by_another_process_is_checked(
 
 def test_an_index_of_another_schema_version_is_refused(server: FakeElasticsearch, store: ElasticsearchMemoryStore) -> None:
     server.create_index(
-        INDEX, {**PINNED_INDEX_BODY["mappings"], "_meta": {"embedding_model": "table-4d", "dimension": 4, "schema_version": 2}}
+        INDEX, {**PINNED_INDEX_BODY["mappings"], "_meta": {"embedding_model": "table-4d", "dimension": 4, "schema_version": 3}}
     )
-    with pytest.raises(StoreError, match="schema version 2; this MemoryScope reads 1"):
+    with pytest.raises(StoreError, match="schema version 3; this MemoryScope reads 2"):
         store.count(ANN)
 
 
@@ -264,7 +267,7 @@ def test_dense_search_body_is_knn_with_the_filter(
             "filter": {"bool": {"filter": FULL_FILTER_CLAUSES}},
         },
         "size": 3,
-        "_source": NO_VECTOR,
+        "_source": SOURCE_SHOWN,
     }
     assert model.embedded == ["tea"]
 
@@ -276,19 +279,20 @@ def test_num_candidates_is_at_least_top_k_and_at_most_10000(server: FakeElastics
     assert _es_queries.knn_search_body(ANN, E1, top_k=10_000, num_candidates=20_000)["knn"]["num_candidates"] == 10_000
 
 
-def test_keyword_search_body_is_bm25_over_content_and_key_with_the_filter(
+def test_keyword_search_body_is_bm25_over_the_keywords_with_the_filter(
     server: FakeElasticsearch, store: ElasticsearchMemoryStore
 ) -> None:
-    store.search(FULL_FILTER, query="green tea", mode=SearchMode.KEYWORD, top_k=7)
+    # the query as the SQLite store searches it: stopwords out, stemmed, each word once
+    store.search(FULL_FILTER, query="Which green teas does she like? Green TEA", mode=SearchMode.KEYWORD, top_k=7)
     assert last(server, "_search").body == {
         "query": {
             "bool": {
-                "must": [{"multi_match": {"query": "green tea", "fields": ["content", "key.text"], "type": "most_fields"}}],
+                "must": [{"match": {"keywords": {"query": "green tea lik", "operator": "or"}}}],
                 "filter": FULL_FILTER_CLAUSES,
             }
         },
         "size": 7,
-        "_source": NO_VECTOR,
+        "_source": SOURCE_SHOWN,
     }
 
 
@@ -311,7 +315,7 @@ def test_dense_scores_are_cosines_and_hybrid_fuses_both_lists(server: FakeElasti
     assert [(n.memory_id, n.score) for n in hybrid] == [(memory_id, pytest.approx(score)) for memory_id, score in fused]
     dense_body, keyword_body = (request.body for request in server.requests_to("_search"))
     assert dense_body["knn"]["k"] == 100 and dense_body["size"] == 100  # hybrid_candidates deep, then fused
-    assert keyword_body["size"] == 100 and "multi_match" in keyword_body["query"]["bool"]["must"][0]
+    assert keyword_body["size"] == 100 and "match" in keyword_body["query"]["bool"]["must"][0]
     [dense] = store.search(ANN, vector=np.asarray(E1), mode=SearchMode.DENSE)
     assert dense.score == pytest.approx(-0.5)  # knn _score (1 + cos) / 2 = 0.25
 
@@ -351,6 +355,7 @@ def test_upsert_is_one_bulk_of_index_actions_with_refresh(server: FakeElasticsea
     )
     request = last(server, "_bulk")
     assert (request.method, request.path, request.params) == ("PUT", f"/{INDEX}/_bulk", {"refresh": "wait_for"})
+    assert request.body[1]["keywords"] == "lik green tea"  # keyword_text: tokenised and stemmed here
     assert request.body == [
         {"index": {"_id": "a"}},
         document("a", vector=E1, event_time="2024-10-19T00:00:00+00:00", meta={"source": "chat"}, source_message_ids=["m1"]),
@@ -423,7 +428,7 @@ def test_update_of_content_reembeds_and_sends_the_new_vector(
 ) -> None:
     store.upsert([node("a")], vectors=np.asarray([E1]))
     store.update("a", content="has a cat", updated_at=T0)
-    assert last(server, "_update/a").body == {"doc": {"content": "has a cat", "vector": E3}}
+    assert last(server, "_update/a").body == {"doc": {"content": "has a cat", "keywords": "has a cat", "vector": E3}}
     assert model.embedded == ["has a cat"]
 
 
@@ -490,7 +495,7 @@ def test_get_body(server: FakeElasticsearch, store: ElasticsearchMemoryStore) ->
     store.upsert([node("a"), node("b")], vectors=np.asarray([E1, E2]))
     assert [n.memory_id for n in store.get(["b", "zzz", "a", "b"])] == ["b", "a", "b"]
     request = last(server, "_mget")
-    assert (request.body, request.params) == ({"ids": ["b", "zzz", "a"]}, {"_source_excludes": "vector"})
+    assert (request.body, request.params) == ({"ids": ["b", "zzz", "a"]}, {"_source_excludes": "vector,keywords"})
 
 
 def test_scan_body_pages_by_created_at_then_id(server: FakeElasticsearch, store: ElasticsearchMemoryStore) -> None:
@@ -500,7 +505,7 @@ def test_scan_body_pages_by_created_at_then_id(server: FakeElasticsearch, store:
         "sort": [{"created_at": {"order": "desc"}}, {"memory_id": {"order": "desc"}}],
         "size": 5,
         "track_total_hits": False,
-        "_source": NO_VECTOR,
+        "_source": SOURCE_SHOWN,
         "from": 10,
     }
     store.scan(ANN, newest_first=False)
@@ -519,7 +524,7 @@ def test_scan_past_the_result_window_walks_with_search_after(monkeypatch: pytest
         assert [n.memory_id for n in store.scan(ANN, limit=3, offset=5, newest_first=False)] == ["id-5", "id-6", "id-7"]
         bodies = [r.body for r in server.requests_to("_search")]
         assert [(b["size"], b.get("from", 0), "search_after" in b, b["_source"]) for b in bodies] == [
-            (4, 0, False, False), (1, 0, True, False), (3, 0, True, NO_VECTOR)
+            (4, 0, False, False), (1, 0, True, False), (3, 0, True, SOURCE_SHOWN)
         ]  # fmt: skip
         assert store.scan(ANN, limit=3, offset=12) == []
         assert [n.memory_id for n in store.scan(ANN, limit=6, offset=0)] == [f"id-{i}" for i in range(9, 3, -1)]
@@ -538,7 +543,7 @@ def test_iter_all_pages_every_user_by_memory_id(server: FakeElasticsearch, store
         "sort": [{"memory_id": {"order": "asc"}}],
         "size": 2,
         "track_total_hits": False,
-        "_source": NO_VECTOR,
+        "_source": SOURCE_SHOWN,
     }
     assert second == {**first, "search_after": ["b"]}
     list(store.iter_all(batch_size=5, user_name="ann", after_id="b"))
