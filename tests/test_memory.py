@@ -75,3 +75,13 @@ def test_a_chat_message_is_searched_with_its_speaker_context_and_reply() -> None
     plain = MemoryNode(user_name="ann", content="user likes tea", key="tea", meta={"speaker": 3})
     assert embedding_text(plain) == "user likes tea"
     assert searchable_text(plain) == "user likes tea\ntea"
+
+
+def test_with_score_copies_every_other_field_and_stays_frozen() -> None:
+    moment = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+    node = MemoryNode(user_name="ann", content="likes tea", key="drink", message_time=moment, meta={"speaker": "Ann"}, score=0.1)
+    scored = node.with_score(0.75)
+    assert scored == node.replace(score=0.75)
+    assert type(scored) is MemoryNode and node.score == 0.1
+    with pytest.raises(AttributeError):
+        scored.score = 1.0  # type: ignore[misc]  # checking that the copy is frozen too

@@ -17,12 +17,12 @@ from pathlib import Path
 
 from memoryscope.errors import StoreError
 from memoryscope.models.base import EmbeddingModel
+from memoryscope.stores._sqlite_keyword import rebuild_keyword_index
 from memoryscope.stores._sqlite_schema import (
     KEYWORD_INDEX_VERSION,
     SCHEMA_SCRIPT,
     SCHEMA_VERSION,
     migrate_schema,
-    rebuild_keyword_index,
 )
 
 __all__ = ["SqliteConnections"]
@@ -61,7 +61,7 @@ class SqliteConnections:
             connection.executescript("BEGIN IMMEDIATE;" + SCHEMA_SCRIPT)
             try:
                 recorded = self._check_recorded_model(connection, embedding_model.model_name, dimension, allow_model_change)
-                _update_keyword_index(connection)
+                _update_keyword_index(connection, self.path)
             except BaseException:
                 connection.execute("ROLLBACK")
                 raise
@@ -161,12 +161,12 @@ class SqliteConnections:
             self._connections = []
 
 
-def _update_keyword_index(connection: sqlite3.Connection) -> None:
+def _update_keyword_index(connection: sqlite3.Connection, path: Path) -> None:
     """Re-index a file whose keyword index an older MemoryScope built (once, when opened)."""
     found = connection.execute("SELECT value FROM store_meta WHERE key = 'keyword_index_version'").fetchone()
     if found is not None and found[0] == KEYWORD_INDEX_VERSION:
         return
-    rebuild_keyword_index(connection)
+    rebuild_keyword_index(connection, path)
     connection.execute(
         "INSERT OR REPLACE INTO store_meta (key, value) VALUES ('keyword_index_version', ?)", (KEYWORD_INDEX_VERSION,)
     )

@@ -1,17 +1,19 @@
-"""Keyword search of `sqlite_memory_store`: FTS5 BM25 inside one user's rowid range.
+"""Keyword search of `sqlite_memory_store`: FTS5 BM25 over one user's own words.
 
-One FTS5 table serves every user, so a word's posting list holds the rows of all of them.
-Scoping a search with the user's `scope` token (`scope : "s..." AND words : (...)`) made FTS5
-walk each query word's whole list, every user's rows included, and made `bm25()` walk the scope
-token's list (every row of the user) once per query to weigh a phrase whose weight is 0.
-Instead the words of memory `row_id` of the user with slot `s` live at FTS rowid
-`s * ROWID_SPAN + row_id` (`words_rowid`), and a search asks for `rowid BETWEEN` the user's
-range, which FTS5 answers by seeking inside each posting list.
+One FTS5 table serves every user. Two things keep a search to the user's own rows:
+- Each indexed word carries the user's slot (`scoped_words`: `12xguitar`), and so does each
+  query word, so every posting list belongs to one user. bm25() reads a query word's whole
+  posting list to count its documents: with shared words that was every user's rows (a 1k-row
+  user in a 1M-row store paid for the million); now it is the user's rows only.
+- The words of memory `row_id` of the user with slot `s` live at FTS rowid
+  `s * ROWID_SPAN + row_id` (`words_rowid`), and a search asks for `rowid BETWEEN` the user's
+  range (which scoped words make redundant, but keeps one user's search out of another's rows
+  by construction).
 
-Ranking is exactly as before: the `scope` column still holds the user's token, so every row
-has the same tokens and lengths, and bm25's statistics (row count, average length, document
-frequencies over the whole table) and its scores are unchanged; ties still go to the lower
-`row_id`.
+Ranking: bm25's document frequencies are the user's own (a word common in the user's memories
+weighs little, whatever other users write); its row count and average length stay those of the
+whole table, which FTS5 keeps per table. Ties go to the lower `row_id`. The `scope` column
+(weight 0) holds one token per user, from before words were scoped.
 
 Filters besides the user are checked on the candidates afterwards, with the per-user arrays of
 `_sqlite_cache` when the caller has them (no per-row SQL), else by one SQL join.
@@ -19,15 +21,30 @@ Filters besides the user are checked on the candidates afterwards, with the per-
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 from collections.abc import Sequence
 
-from memoryscope.stores._sqlite_schema import ROWID_SPAN, filter_sql, words_rowid
+from memoryscope.stores._sqlite_schema import (
+    NODE_COLUMNS,
+    ROWID_SPAN,
+    assign_keyword_slots,
+    filter_sql,
+    node_from_row,
+    scope_token,
+    scoped_words,
+    words_rowid,
+)
 from memoryscope.stores.base import MemoryFilter
-from memoryscope.text import index_terms, keyword_terms
+from memoryscope.text import keyword_query, keyword_text
 
-__all__ = ["KeywordIndex", "match_expression"]
+__all__ = ["KeywordIndex", "first_kept", "match_expression", "rebuild_keyword_index"]
+
+logger = logging.getLogger("memoryscope.stores.sqlite")
+# re-indexing this many memories takes seconds: say so, and how far it got
+_REINDEX_NOTICE_FROM = 20_000
+_REINDEX_CHUNK = 10_000
 
 # `-bm25`: higher is better. Weight 0 for `scope`, 1 for `words`, as always.
 _RANKED = (
@@ -36,12 +53,15 @@ _RANKED = (
 )
 
 
-def match_expression(query: str) -> str | None:
-    """The FTS5 query for `query`'s content words (all its words if it has none), or None."""
-    terms = list(dict.fromkeys(keyword_terms(query) or index_terms(query)))
-    if not terms:
+def match_expression(query: str, slot: int) -> str | None:
+    """The FTS5 query for `query`'s content words (all its words if it has none) among the words
+    of the user with keyword `slot`, or None. Each word is a quoted phrase: "don't" is the
+    scoped tokens of "don" then "t", as `scoped_words` indexed it."""
+    phrases = [scoped_words(slot, term) for term in keyword_query(query).split()]
+    phrases = [phrase for phrase in phrases if phrase]
+    if not phrases:
         return None
-    return "words : (" + " OR ".join('"' + term.replace('"', '""') + '"' for term in terms) + ")"
+    return "words : (" + " OR ".join('"' + phrase.replace('"', '""') + '"' for phrase in phrases) + ")"
 
 
 class KeywordIndex:
@@ -63,8 +83,14 @@ class KeywordIndex:
                 self._slots[user_name] = slot
         return slot
 
+    def match(self, connection: sqlite3.Connection, user_name: str, query: str) -> str | None:
+        """`match_expression` of `query` for the user, or None when there is nothing to look for
+        (no words, or a user who never had a memory)."""
+        slot = self.slot(connection, user_name)
+        return None if slot is None else match_expression(query, slot)
+
     def write(self, connection: sqlite3.Connection, row_id: int, user_name: str, scope: str, words: str) -> None:
-        """(Re)index one memory, inside the caller's write transaction."""
+        """(Re)index one memory (`words`: `keyword_text`), inside the caller's write transaction."""
         slot = self.slot(connection, user_name)
         if slot is None:
             # in the write transaction, so no other writer can take the same slot meanwhile
@@ -78,12 +104,12 @@ class KeywordIndex:
                 raise RuntimeError("keyword slot vanished")
         rowid = words_rowid(slot, row_id)
         connection.execute("DELETE FROM memory_words WHERE rowid = ?", (rowid,))
-        connection.execute("INSERT INTO memory_words (rowid, scope, words) VALUES (?, ?, ?)", (rowid, scope, words))
+        connection.execute(
+            "INSERT INTO memory_words (rowid, scope, words) VALUES (?, ?, ?)", (rowid, scope, scoped_words(slot, words))
+        )
 
-    def ranked(
-        self, connection: sqlite3.Connection, user_name: str, match: str, limit: int | None
-    ) -> list[tuple[int, float]]:
-        """`(row_id, bm25)` of the user's memories matching `match`, best first; at most `limit`."""
+    def ranked(self, connection: sqlite3.Connection, user_name: str, match: str, limit: int | None) -> list[tuple[int, float]]:
+        """`(row_id, bm25)` of the user's memories matching `match` (from `match`), best first; at most `limit`."""
         slot = self.slot(connection, user_name)
         if slot is None:
             return []
@@ -118,3 +144,34 @@ def first_kept(hits: Sequence[tuple[int, float]], kept: Sequence[bool], limit: i
     """The first `limit` of `hits` whose `kept` flag is set."""
     out = [hit for hit, keep in zip(hits, kept, strict=True) if keep]
     return out[:limit]
+
+
+def rebuild_keyword_index(connection: sqlite3.Connection, path: object = "") -> int:
+    """Re-make every row of `memory_words` with the current `keyword_text`; how many rows.
+    In chunks, so a big file is not held in memory at once; a big one is announced in the log."""
+    assign_keyword_slots(connection)
+    total = connection.execute("SELECT count(*) FROM memories").fetchone()[0]
+    if total >= _REINDEX_NOTICE_FROM:
+        logger.warning("re-indexing the keywords of %d memories in %s (once, after an upgrade)", total, path)
+    connection.execute("DELETE FROM memory_words")
+    cursor = connection.execute(
+        f"SELECT s.slot, m.row_id, {', '.join(f'm.{name}' for name in NODE_COLUMNS)} "
+        "FROM memories AS m JOIN keyword_scopes AS s ON s.user_name = m.user_name"
+    )
+    done = 0
+    try:
+        while rows := cursor.fetchmany(_REINDEX_CHUNK):
+            connection.executemany(
+                "INSERT INTO memory_words (rowid, scope, words) VALUES (?, ?, ?)",
+                [
+                    (words_rowid(row[0], row[1]), scope_token(row[3]), scoped_words(row[0], keyword_text(node_from_row(row[2:]))))
+                    for row in rows
+                ],
+            )
+            done += len(rows)
+            logger.info("re-indexed the keywords of %d of %d memories", done, total)
+    finally:
+        cursor.close()
+    if total >= _REINDEX_NOTICE_FROM:
+        logger.warning("re-indexed the keywords of %d memories in %s", done, path)
+    return done

@@ -6,8 +6,10 @@ Tables
 - `memory_vectors`: the float32 vector of each row, apart from the node so scans stay narrow.
 - `memory_words`: FTS5 over pre-tokenized text (jieba for Chinese, via `memoryscope.text`), with
   a `scope` column holding one token per user. Its rowids put each user's rows in a range of
-  their own (`words_rowid`, slots in `keyword_scopes`), so a keyword search only walks that
-  user's postings, whatever the size of the store (see `_sqlite_keyword`).
+  their own (`words_rowid`, slots in `keyword_scopes`), and every word carries the user's slot
+  (`scoped_words`: "guitar" is `12xguitar` for slot 12), so each user has posting lists of their
+  own: a keyword search walks only that user's postings, and bm25's document frequencies are
+  the user's, whatever the size of the store (see `_sqlite_keyword`).
 - `memory_changes`: a change log filled by triggers (every insert, update and delete of a node,
   by any connection of any process). In-memory matrices replay it to catch up incrementally.
 - `store_meta`: schema version, embedding model name and dimension, change-log pruning point.
@@ -28,9 +30,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from memoryscope.errors import StoreError
-from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType, searchable_text
+from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
 from memoryscope.stores.base import MemoryFilter, TimeRange
-from memoryscope.text import index_terms
+from memoryscope.text import KEYWORD_TEXT_VERSION
 
 __all__ = [
     "NODE_COLUMNS",
@@ -39,23 +41,27 @@ __all__ = [
     "SCHEMA_SCRIPT",
     "SCHEMA_VERSION",
     "KEYWORD_INDEX_VERSION",
-    "rebuild_keyword_index",
     "TIME_FIELDS",
     "UPDATABLE_FIELDS",
     "filter_sql",
-    "keyword_text",
     "migrate_schema",
     "node_from_row",
     "node_to_row",
     "scope_token",
+    "scoped_words",
     "validate_filter",
     "words_rowid",
 ]
 
 SCHEMA_VERSION = "2"
-# How `keyword_text` builds the index; a file recorded with another version is re-indexed on open.
-# 1: plain tokens of content + key. 2: stemmed, plus a message's speaker and context.
-KEYWORD_INDEX_VERSION = "2"
+# How the keyword index is built: `memoryscope.text.keyword_text` (the words every store indexes,
+# versioned by KEYWORD_TEXT_VERSION), each prefixed with the user's slot (`scoped_words`). A file
+# recorded with another version is re-indexed on open. Before: "1" plain tokens of content + key,
+# "2" stemmed plus a message's speaker and context, "3" as now with the same words.
+KEYWORD_INDEX_VERSION = f"{KEYWORD_TEXT_VERSION}+scoped"
+# the slot prefix ends in a letter, so `12` + `3abc` (`12x3abc`) never equals `1` + `23abc` (`1x23abc`)
+_SLOT_END = "x"
+
 
 _TABLES_SCRIPT = """
 CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
@@ -252,11 +258,12 @@ def scope_token(user_name: str) -> str:
     return "s" + hashlib.blake2b(user_name.encode("utf-8"), digest_size=12).hexdigest()
 
 
-def keyword_text(node: MemoryNode) -> str:
-    """What keyword search sees of a node: `searchable_text` (content, key, a message's speaker
-    and context), stemmed (`index_terms`) and space-joined so FTS5's unicode61 tokenizer keeps
-    jieba's words. Changing what this returns needs a new `KEYWORD_INDEX_VERSION`."""
-    return " ".join(index_terms(searchable_text(node)))
+def scoped_words(slot: int, words: str) -> str:
+    """`words` (space-separated, as `keyword_text` makes them) with each FTS token prefixed by the
+    user's `slot`. An apostrophe splits a word in FTS5's tokenizer ("don't" is "don" and "t"),
+    so each side gets the prefix; index terms hold no other separator (see `memoryscope.text`)."""
+    prefix = f"{slot}{_SLOT_END}"
+    return " ".join(prefix + piece for word in words.split() for piece in word.split("'") if piece)
 
 
 def validate_filter(memory_filter: MemoryFilter) -> None:
@@ -339,21 +346,6 @@ def assign_keyword_slots(connection: sqlite3.Connection) -> None:
         "SELECT user_name, (SELECT coalesce(max(slot), 0) FROM keyword_scopes) + row_number() OVER (ORDER BY user_name) "
         "FROM (SELECT DISTINCT user_name FROM memories WHERE user_name NOT IN (SELECT user_name FROM keyword_scopes))"
     )
-
-
-def rebuild_keyword_index(connection: sqlite3.Connection) -> int:
-    """Re-make every row of `memory_words` with the current `keyword_text`; how many rows."""
-    assign_keyword_slots(connection)
-    rows = connection.execute(
-        f"SELECT s.slot, m.row_id, {', '.join(f'm.{name}' for name in NODE_COLUMNS)} "
-        "FROM memories AS m JOIN keyword_scopes AS s ON s.user_name = m.user_name"
-    ).fetchall()
-    connection.execute("DELETE FROM memory_words")
-    connection.executemany(
-        "INSERT INTO memory_words (rowid, scope, words) VALUES (?, ?, ?)",
-        [(words_rowid(row[0], row[1]), scope_token(row[3]), keyword_text(node_from_row(row[2:]))) for row in rows],
-    )
-    return len(rows)
 
 
 def migrate_schema(connection: sqlite3.Connection, version: str) -> None:

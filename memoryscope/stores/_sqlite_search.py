@@ -22,7 +22,7 @@ import numpy as np
 from memoryscope.memory import MemoryNode
 from memoryscope.stores._sqlite_cache import MatrixCache, UserMatrix, refresh
 from memoryscope.stores._sqlite_connections import SqliteConnections
-from memoryscope.stores._sqlite_keyword import KeywordIndex, first_kept, match_expression
+from memoryscope.stores._sqlite_keyword import KeywordIndex, first_kept
 from memoryscope.stores._sqlite_schema import NODE_COLUMNS, node_from_row
 from memoryscope.stores.base import MemoryFilter
 from memoryscope.stores.fusion import reciprocal_rank_fusion
@@ -78,7 +78,7 @@ class Searcher:
     def keyword(
         self, connection: sqlite3.Connection, memory_filter: MemoryFilter, query: str, top_k: int
     ) -> list[tuple[int, float]]:
-        match = match_expression(query)
+        match = self._words.match(connection, memory_filter.user_name, query)
         if match is None:
             return []
         if _only_user(memory_filter):
@@ -105,7 +105,7 @@ class Searcher:
         """Both lists `depth` deep, fused by reciprocal rank (the keyword list weighted)."""
         allowed = _allowed_row_ids(connection, memory_filter)
         matrix = self._cache.matrix(memory_filter.user_name)
-        match = match_expression(query) if query else None
+        match = self._words.match(connection, memory_filter.user_name, query) if query else None
         pending: Future[list[tuple[int, float]]] | None = None
         with matrix.lock:
             refresh(connection, matrix, memory_filter.user_name)

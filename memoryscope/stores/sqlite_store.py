@@ -5,8 +5,9 @@
   transaction (a batch lands whole or not at all), one connection per thread.
 - Dense search: per-user float32 matrices in memory (`_sqlite_cache`), kept current through a
   trigger-filled change log, so writes from any process are seen by the next search.
-- Keyword search: FTS5 `bm25()` over text pre-tokenized by `memoryscope.text.index_terms` (jieba
-  for Chinese), scoped to the user by a per-user rowid range (`_sqlite_keyword`).
+- Keyword search: FTS5 `bm25()` over `memoryscope.text.keyword_text` (the words every store
+  indexes: stemmed, jieba for Chinese), each word prefixed with the user's slot so posting lists
+  and word frequencies are the user's own, in a per-user rowid range (`_sqlite_keyword`).
 - Hybrid search: reciprocal rank fusion (k = 60) of the dense and keyword lists, the keyword list
   weighted by `hybrid_keyword_weight` (`_sqlite_search`).
 - Re-embedding after a model change (`allow_model_change=True`, then `reembed`): resumable, in
@@ -37,7 +38,6 @@ from memoryscope.stores._sqlite_schema import (
     NODE_COLUMNS,
     UPDATABLE_FIELDS,
     filter_sql,
-    keyword_text,
     node_from_row,
     node_to_row,
     scope_token,
@@ -45,6 +45,7 @@ from memoryscope.stores._sqlite_schema import (
 )
 from memoryscope.stores._sqlite_search import Searcher, load_nodes
 from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode, unit_rows, validated_params
+from memoryscope.text import keyword_text
 
 __all__ = ["SqliteMemoryStore"]
 

@@ -1,13 +1,21 @@
 """Run a checked workflow plan on one `MemoryContext`.
 
-Steps run in order on the caller's thread. A `Parallel` runs its first branch on the caller's
-thread and the others on a thread pool, each on its own fork of the context, then copies back
+Steps run in order on the caller's thread. A `Parallel` runs one branch on the caller's thread
+and the others on a thread pool, each on its own fork of the context, then copies back
 into the context, branch by branch in declared order, the fields that branch's workers declare
 in `writes` (and the `details` entries it changed, and its stop reason). Plans without a
 `Parallel` never touch a thread, so the engine adds only microseconds to a run.
 
-The runner keeps no per-run state: one runner serves many concurrent runs, each on its own
-context.
+Which branch runs where follows how long each took the last time. A branch that took under a
+millisecond (`INLINE_BELOW_S`, e.g. `extract_time`) runs on the caller's thread too, after the
+others are handed out: handing it to a pool thread and waiting to be woken when it ends costs a
+tenth of a millisecond or more on a busy machine, and CPU-bound Python does not overlap anyway
+(one interpreter lock). Of the others, the caller keeps the one that took longest (the first
+branch the first time) and finds the rest done. Parallel still overlaps what waits: LLM calls,
+I/O, and any branch on its first run.
+
+Besides those timings the runner keeps no per-run state: one runner serves many concurrent
+runs, each on its own context.
 """
 
 from __future__ import annotations
@@ -27,6 +35,8 @@ from memoryscope.workflow.plan import Sequence, Step
 __all__ = ["RunResult", "WorkflowRunner"]
 
 Timings = list[tuple[str, float]]
+
+INLINE_BELOW_S = 0.001  # a parallel branch that last took less runs on the caller's thread
 
 
 @dataclass(frozen=True)
@@ -50,6 +60,9 @@ class _StepOp:
 class _ParallelOp:
     branches: tuple[tuple[_Op, ...], ...]
     copied_fields: tuple[tuple[str, ...], ...]  # per branch: declared writes, copied back as is
+    # per branch: seconds its last run took, None before the first. Written by concurrent runs
+    # without a lock: a lost update only changes which thread runs a branch next time.
+    last_seconds: list[float | None]
 
 
 _Op: TypeAlias = _StepOp | _ParallelOp
@@ -122,7 +135,7 @@ class WorkflowRunner:
                 continue
             copied = tuple(self._copied_fields(branch, workers) for branch in item.branches)
             branches = tuple(self._compile(branch, workers) for branch in item.branches)
-            ops.append(_ParallelOp(branches, copied))
+            ops.append(_ParallelOp(branches, copied, [None] * len(branches)))
         return tuple(ops)
 
     def _copied_fields(self, branch: Sequence, workers: Mapping[str, Worker]) -> tuple[str, ...]:
@@ -181,25 +194,37 @@ class WorkflowRunner:
 
         def run_branch(index: int) -> _BranchOutcome:
             outcome = _BranchOutcome([], [])
+            started = perf_counter()
             try:
                 self._run_ops(op.branches[index], forks[index], outcome.timings, outcome.skipped)
             except WorkerError as error:
                 outcome.error = error
+            op.last_seconds[index] = perf_counter() - started
             return outcome
 
         if len(forks) == 1 or self._executor is None:  # `[x]`: nothing runs beside it
             return [run_branch(index) for index in range(len(forks))]
         executor = self._executor
-        futures: list[Future[_BranchOutcome]] = [executor.submit(run_branch, index) for index in range(1, len(forks))]
-        outcomes = [run_branch(0)]
-        for index, future in enumerate(futures, start=1):
+        last = op.last_seconds
+        short = [index for index, seconds in enumerate(last) if seconds is not None and seconds < INLINE_BELOW_S]
+        others = [index for index in range(len(forks)) if index not in short]
+        outcomes: dict[int, _BranchOutcome] = {}
+        futures: dict[int, Future[_BranchOutcome]] = {}
+        if others:
+            here = max(others, key=lambda index: last[index] or 0.0)  # the longest last time
+            futures = {index: executor.submit(run_branch, index) for index in others if index != here}
+            outcomes[here] = run_branch(here)
+        for index in short:
+            failed = any(outcome.error for outcome in outcomes.values())
+            outcomes[index] = _BranchOutcome([], []) if failed else run_branch(index)
+        for index, future in futures.items():
             # A branch no pool thread has started yet runs here instead: a waiting thread then
             # only ever waits on running work, so nested parallels cannot starve a small pool.
             if future.cancel():
-                if any(outcome.error for outcome in outcomes):
-                    outcomes.append(_BranchOutcome([], []))  # a branch failed: start nothing new
+                if any(outcome.error for outcome in outcomes.values()):
+                    outcomes[index] = _BranchOutcome([], [])  # a branch failed: start nothing new
                 else:
-                    outcomes.append(run_branch(index))
+                    outcomes[index] = run_branch(index)
             else:
-                outcomes.append(future.result())
-        return outcomes
+                outcomes[index] = future.result()
+        return [outcomes[index] for index in range(len(forks))]

@@ -141,3 +141,53 @@ def test_hybrid_on_two_threads_answers_as_on_one(store: SqliteMemoryStore, monke
     one_thread = _searches(store)
     monkeypatch.setattr(_sqlite_search, "PARALLEL_FROM_ROWS", 1)
     assert _searches(store) == one_thread
+
+
+def _keyword_scores(store: SqliteMemoryStore, user: str, query: str) -> dict[str, float | None]:
+    return {hit.memory_id: hit.score for hit in store.search(MemoryFilter(user), query=query, mode=SearchMode.KEYWORD)}
+
+
+def test_a_word_weighs_by_how_common_it_is_in_the_users_own_memories(store: SqliteMemoryStore) -> None:
+    """Bob writing "tea" a hundred times does not make it a weak word for Ann, nor rank his rows."""
+    store.upsert([make_node("green tea", memory_id="tea"), make_node("black coffee", memory_id="coffee")])
+    alone = _keyword_scores(store, "ann", "tea coffee")
+    assert alone["tea"] == pytest.approx(alone["coffee"])
+    store.upsert([make_node(f"tea number {index}", user_name="bob", memory_id=f"bob-{index}") for index in range(100)])
+    crowded = _keyword_scores(store, "ann", "tea coffee")
+    assert set(crowded) == {"tea", "coffee"}
+    assert crowded["tea"] == pytest.approx(crowded["coffee"])
+
+
+def test_words_split_by_an_apostrophe_stay_the_users_own(store: SqliteMemoryStore) -> None:
+    store.upsert([make_node("I don't know", memory_id="ann-1"), make_node("t don", user_name="bob", memory_id="bob-1")])
+    assert list(_keyword_scores(store, "ann", "don't")) == ["ann-1"]
+    assert list(_keyword_scores(store, "bob", "don't")) == []  # his words, but not in that order
+    with sqlite3.connect(store.path) as raw:
+        words = dict(raw.execute("SELECT rowid % 4294967296, words FROM memory_words").fetchall())
+    raw.close()
+    assert all(token[0].isdigit() and "x" in token for text in words.values() for token in text.split())
+
+
+def test_an_unscoped_keyword_index_is_rebuilt_on_open_with_a_notice(
+    tmp_path: Path, embedding_model: LocalEmbedding, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A file of keyword index version 2 (words shared by every user) is re-indexed when opened."""
+    path = tmp_path / "v2.db"
+    with SqliteMemoryStore(path=path, embedding_model=embedding_model) as first:
+        _fill(first)
+        before = _searches(first)
+    with sqlite3.connect(path) as raw:  # as version 2 wrote it: the same words without the slot
+        raw.execute(
+            "UPDATE memory_words SET words = (SELECT group_concat(substr(value, instr(value, 'x') + 1), ' ') "
+            "FROM json_each('[\"' || replace(words, ' ', '\",\"') || '\"]'))"
+        )
+        raw.execute("UPDATE store_meta SET value = '2' WHERE key = 'keyword_index_version'")
+        assert raw.execute("SELECT words FROM memory_words LIMIT 1").fetchone()[0].startswith("ann talk")
+    raw.close()
+    monkeypatch.setattr("memoryscope.stores._sqlite_keyword._REINDEX_NOTICE_FROM", 10)
+    with caplog.at_level("WARNING", logger="memoryscope.stores.sqlite"):
+        second = SqliteMemoryStore(path=path, embedding_model=embedding_model)
+    with second:
+        assert _searches(second) == before
+        assert second.count(MemoryFilter("ann")) == 40
+    assert "re-indexing the keywords of 80 memories" in caplog.text

@@ -101,6 +101,34 @@ def test_parallel_branches_really_run_at_the_same_time() -> None:
     assert [name for name, _ in result.timings] == ["a", "b", "c", "d", "e"]  # plan order
 
 
+def test_after_a_first_run_short_branches_stay_on_the_callers_thread_and_slow_ones_overlap() -> None:
+    """A branch that took under a millisecond is not worth a thread hand-over; a slow one is."""
+    log = Log()
+
+    def slow(name: str, ctx: MemoryContext) -> None:
+        time.sleep(0.005)
+        log(name, ctx)
+
+    flow = runner("[a|b],c", [worker("a", log), worker("b", log), worker("c", log)])
+    try:
+        flow.run(context())  # no timings yet: a pool thread takes b
+        log.threads.clear()
+        result = flow.run(context())
+        assert log.threads == {threading.get_ident()}
+        assert [name for name, _ in result.timings] == ["a", "b", "c"]
+    finally:
+        flow.close()
+    log = Log()
+    flow = runner("[a|b]", [worker("a", slow), worker("b", slow)])
+    try:
+        flow.run(context())
+        log.threads.clear()
+        flow.run(context())
+        assert len(log.threads) == 2  # two slow branches still overlap
+    finally:
+        flow.close()
+
+
 def test_a_single_branch_runs_on_the_callers_thread() -> None:
     log = Log()
     runner("[a,b]", [worker("a", log), worker("b", log)]).run(context())

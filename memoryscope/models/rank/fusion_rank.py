@@ -78,44 +78,48 @@ class FusionRank(RankModel):
             return []
         with self.usage.measure():
             params = self.params
-            signals = (
-                (params.vector_weight, min_max([_vector_score(memory) for memory in memories])),
-                (params.keyword_weight, min_max(self._keyword_scores(query, memories))),
-                (params.recency_weight, min_max(self._recency(memories, query_time))),
-            )
-            total = sum(weight for weight, _ in signals)
-            return [sum(weight * values[i] for weight, values in signals) / total for i in range(len(memories))]
+            now = query_time or datetime.now(timezone.utc)
+            if now.tzinfo is None:
+                raise ValueError(f"query_time must be timezone-aware, got naive {now!r}")
+            total = params.vector_weight + params.keyword_weight + params.recency_weight
+            vector = min_max([_vector_score(memory) for memory in memories])
+            # a signal weighted 0 adds exactly 0 to every score: not worth computing
+            keyword = min_max(self._keyword_scores(query, memories)) if params.keyword_weight else vector
+            recency = min_max(self._recency(memories, now)) if params.recency_weight else vector
+            vector_weight, keyword_weight, recency_weight = params.vector_weight, params.keyword_weight, params.recency_weight
+            return [
+                (vector_weight * v + keyword_weight * k + recency_weight * r) / total
+                for v, k, r in zip(vector, keyword, recency, strict=True)
+            ]
 
     def _keyword_scores(self, query: str, memories: Sequence[MemoryNode]) -> list[float]:
         return bm25_scores(query, [searchable_parts(memory) for memory in memories], self.params.around_weight)
 
-    def _recency(self, memories: Sequence[MemoryNode], query_time: datetime | None) -> list[float]:
-        now = query_time or datetime.now(timezone.utc)
-        if now.tzinfo is None:
-            raise ValueError(f"query_time must be timezone-aware, got naive {now!r}")
-        half_life = self.params.recency_half_life_days
+    def _recency(self, memories: Sequence[MemoryNode], now: datetime) -> list[float]:
+        # 0.5 ** (age / half_life) with the day conversion folded in: one division a memory
+        scale = _SECONDS_PER_DAY * self.params.recency_half_life_days
         decays = []
         for memory in memories:
-            said = memory.message_time or memory.created_at
-            age_days = max(0.0, (now - said).total_seconds() / _SECONDS_PER_DAY)
-            decays.append(0.5 ** (age_days / half_life))
+            age = (now - (memory.message_time or memory.created_at)).total_seconds()
+            decays.append(0.5 ** (age / scale) if age > 0 else 1.0)
         return decays
 
 
 def _vector_score(memory: MemoryNode) -> float:
-    return memory.score if memory.score is not None and math.isfinite(memory.score) else -math.inf
+    score = memory.score
+    return score if score is not None and math.isfinite(score) else -math.inf
 
 
-@lru_cache(maxsize=4096)
-def _term_counts(document: tuple[str, str], around_weight: float) -> dict[str, float]:
-    """The keyword terms of a memory's `(own, around)` text, counted, a word around it counting
-    `around_weight`; cached since the same memories come back query after query. Callers only
-    read the result."""
-    own, around = document
+@lru_cache(maxsize=8192)
+def _document(own: str, around: str, around_weight: float) -> tuple[dict[str, float], float]:
+    """The keyword terms of a memory's `own` and `around` text, counted (a word around it
+    counting `around_weight`), and their total: the document's length. Cached since the same
+    memories come back query after query. Callers only read the result."""
     counts: dict[str, float] = dict(Counter(keyword_terms(own)))
-    for term, count in Counter(keyword_terms(around)).items():
-        counts[term] = counts.get(term, 0.0) + around_weight * count
-    return counts
+    if around:
+        for term, count in Counter(keyword_terms(around)).items():
+            counts[term] = counts.get(term, 0.0) + around_weight * count
+    return counts, sum(counts.values())
 
 
 def min_max(values: Sequence[float]) -> list[float]:
@@ -135,16 +139,19 @@ def bm25_scores(query: str, documents: Sequence[tuple[str, str]], around_weight:
     query_terms = set(keyword_terms(query))
     if not query_terms or not documents:
         return [0.0] * len(documents)
-    counts = [_term_counts(document, around_weight) for document in documents]
-    lengths = [sum(count.values()) for count in counts]
-    average_length = (sum(lengths) / len(lengths)) or 1.0
+    parsed = [_document(own, around, around_weight) for own, around in documents]
     total = len(documents)
-    idf = {}
-    for term in query_terms:
-        frequency = sum(1 for count in counts if term in count)
-        idf[term] = math.log(1.0 + (total - frequency + 0.5) / (frequency + 0.5))
-    scores = []
-    for count, length in zip(counts, lengths, strict=True):
+    average_length = (sum(length for _, length in parsed) / total) or 1.0
+    # only the query's terms count: find which each document holds once, then score those few
+    held = [[term for term in query_terms if term in counts] for counts, _ in parsed]
+    frequency = Counter(term for terms in held for term in terms)
+    idf = {term: math.log(1.0 + (total - frequency[term] + 0.5) / (frequency[term] + 0.5)) for term in query_terms}
+    saturation = _BM25_K1 + 1.0
+    scores: list[float] = []
+    for terms, (counts, length) in zip(held, parsed, strict=True):
+        if not terms:
+            scores.append(0.0)
+            continue
         norm = _BM25_K1 * (1.0 - _BM25_B + _BM25_B * length / average_length)
-        scores.append(sum(idf[t] * count[t] * (_BM25_K1 + 1.0) / (count[t] + norm) for t in query_terms if t in count))
+        scores.append(sum(idf[t] * counts[t] * saturation / (counts[t] + norm) for t in terms))
     return scores
