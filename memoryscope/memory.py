@@ -53,8 +53,24 @@ def searchable_parts(node: MemoryNode) -> tuple[str, str]:
     it (`meta["reply"]`, see `read_message`). Questions name people and ask about answers
     ("What did Jon say about Paris?"), while a message's own text names neither its speaker nor
     what it replies to; rankers may weigh the words around a message below its own."""
-    own = "\n".join(part for part in (node.content, node.key) if part)
-    around = (node.meta.get(name) for name in ("speaker", "context", "reply"))
+    return parts_of(searchable_fields(node))
+
+
+# The meta entries of a chat message that keyword search sees around its own words.
+AROUND_META = ("speaker", "context", "reply")
+
+
+def searchable_fields(node: MemoryNode) -> tuple[Any, ...]:
+    """The raw values `searchable_parts` is made of, cheap to take and hashable (meta that is
+    not text is left out, as `searchable_parts` leaves it): a cache key for rankers."""
+    meta = node.meta
+    return (node.content, node.key, *(value if isinstance(value := meta.get(name), str) else None for name in AROUND_META))
+
+
+def parts_of(fields: tuple[Any, ...]) -> tuple[str, str]:
+    """`searchable_parts` from `searchable_fields`."""
+    content, key, *around = fields
+    own = "\n".join(part for part in (content, key) if part)
     return own, "\n".join(value for value in around if isinstance(value, str) and value)
 
 

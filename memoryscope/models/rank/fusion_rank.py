@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field, model_validator
 
-from memoryscope.memory import searchable_parts
+from memoryscope.memory import parts_of, searchable_fields
 from memoryscope.models.base import RANK_BACKENDS, ModelParams, RankModel
 from memoryscope.text import keyword_terms
 
@@ -93,7 +93,7 @@ class FusionRank(RankModel):
             ]
 
     def _keyword_scores(self, query: str, memories: Sequence[MemoryNode]) -> list[float]:
-        return bm25_scores(query, [searchable_parts(memory) for memory in memories], self.params.around_weight)
+        return _bm25(query, [_document_of(searchable_fields(memory), self.params.around_weight) for memory in memories])
 
     def _recency(self, memories: Sequence[MemoryNode], now: datetime) -> list[float]:
         # 0.5 ** (age / half_life) with the day conversion folded in: one division a memory
@@ -111,6 +111,11 @@ def _vector_score(memory: MemoryNode) -> float:
 
 
 @lru_cache(maxsize=8192)
+def _document_of(fields: tuple[object, ...], around_weight: float) -> tuple[dict[str, float], float]:
+    """`_document` of a memory's `searchable_fields` (a cheaper cache key than the joined parts)."""
+    return _document(*parts_of(fields), around_weight)
+
+
 def _document(own: str, around: str, around_weight: float) -> tuple[dict[str, float], float]:
     """The keyword terms of a memory's `own` and `around` text, counted (a word around it
     counting `around_weight`), and their total: the document's length. Cached since the same
@@ -136,11 +141,15 @@ def min_max(values: Sequence[float]) -> list[float]:
 def bm25_scores(query: str, documents: Sequence[tuple[str, str]], around_weight: float = 1.0) -> list[float]:
     """BM25 of the query's content words in each `(own, around)` document (words around counting
     `around_weight`, as in BM25F), statistics taken over `documents`."""
+    return _bm25(query, [_document(own, around, around_weight) for own, around in documents])
+
+
+def _bm25(query: str, parsed: Sequence[tuple[dict[str, float], float]]) -> list[float]:
+    """`bm25_scores` over documents already counted by `_document`."""
     query_terms = set(keyword_terms(query))
-    if not query_terms or not documents:
-        return [0.0] * len(documents)
-    parsed = [_document(own, around, around_weight) for own, around in documents]
-    total = len(documents)
+    if not query_terms or not parsed:
+        return [0.0] * len(parsed)
+    total = len(parsed)
     average_length = (sum(length for _, length in parsed) / total) or 1.0
     # only the query's terms count: find which each document holds once, then score those few
     held = [[term for term in query_terms if term in counts] for counts, _ in parsed]
