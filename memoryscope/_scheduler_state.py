@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from memoryscope.context import MemoryContext
-from memoryscope.memory import MemoryStatus, MemoryType
+from memoryscope.memory import MemoryStatus, MemoryType, utc_now
 from memoryscope.stores.base import MemoryFilter, MemoryStore
 
 if TYPE_CHECKING:
@@ -24,8 +24,10 @@ __all__ = [
     "Running",
     "RunningOperation",
     "SchedulerStatus",
+    "Scope",
     "Track",
     "Triggers",
+    "check_failure",
     "count_pending",
     "fired_trigger",
     "log_run",
@@ -34,6 +36,34 @@ __all__ = [
     "run_record",
     "thresholds",
 ]
+
+
+CHECK = "trigger check"  # the operation name under which a failed check is recorded
+
+
+@dataclass(frozen=True, order=True)
+class Scope:
+    """Whose memories a backend operation works on: one user's, in one target and workspace
+    (the same three fields that keep memories apart in the store)."""
+
+    user_name: str
+    target_name: str = ""
+    workspace: str = ""
+
+    @classmethod
+    def of(cls, context: MemoryContext) -> Scope:
+        return cls(context.user_name, context.target_name, context.workspace)
+
+    def context(self) -> MemoryContext:
+        """A fresh context for a run in this scope."""
+        return MemoryContext(user_name=self.user_name, target_name=self.target_name, workspace=self.workspace)
+
+    @property
+    def label(self) -> str:
+        """How status and logs name it: the user name, and the target and workspace when set
+        (`ann`, `ann [target bob]`, `ann [target bob, workspace work]`)."""
+        extra = [f"{name} {value}" for name, value in (("target", self.target_name), ("workspace", self.workspace)) if value]
+        return f"{self.user_name} [{', '.join(extra)}]" if extra else self.user_name
 
 
 @dataclass(frozen=True)
@@ -67,6 +97,12 @@ class RunningOperation:
     operation: str
     trigger: str  # why it runs: "5 pending messages (trigger_messages: 5)", "on demand", ...
     started_at: datetime
+    target_name: str = ""
+    workspace: str = ""
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(self.user_name, self.target_name, self.workspace)
 
 
 @dataclass(frozen=True)
@@ -81,6 +117,8 @@ class RunRecord:
     result: str  # the operation's readable result ("" when it failed)
     error: str = ""  # "" when the run succeeded
     abandoned: bool = False
+    target_name: str = ""
+    workspace: str = ""
 
     @property
     def ok(self) -> bool:
@@ -89,20 +127,23 @@ class RunRecord:
 
 @dataclass(frozen=True)
 class SchedulerStatus:
-    """A snapshot: what runs now, what waits, and how the last runs went, per (user, operation)."""
+    """A snapshot: what runs now, what waits, and how the last runs went, per (who, operation).
+
+    "Who" is a `Scope.label`: the user name, with the target and workspace when they are set."""
 
     enabled: bool
     started: bool
     closed: bool
     running: tuple[RunningOperation, ...]
-    waiting: tuple[str, ...]  # users queued for a trigger check
+    waiting: tuple[str, ...]  # labels of the scopes queued for a trigger check
     last_runs: Mapping[tuple[str, str], RunRecord]
     last_errors: Mapping[tuple[str, str], RunRecord]  # the latest failed run, kept after later successes
     runs: int
     errors: int
 
-    def last_error(self, user_name: str, operation: str) -> str:
-        record = self.last_errors.get((user_name, operation))
+    def last_error(self, who: str, operation: str) -> str:
+        """The latest error of `operation` for `who` (a `Scope.label`, e.g. the user name); "" if none."""
+        record = self.last_errors.get((who, operation))
         return record.error if record is not None else ""
 
 
@@ -123,17 +164,21 @@ class Running:
     abandoned: bool = False
 
 
-def count_pending(store: MemoryStore, kind: str, user: str) -> int:
-    """Pending messages or unreflected observations of the user (in the default target and workspace)."""
+def count_pending(store: MemoryStore, kind: str, scope: Scope) -> int:
+    """Pending messages or unreflected observations in `scope`."""
     if kind == "messages":
         memory_filter = MemoryFilter(
-            user_name=user, target_name="", workspace="", memory_types=(MemoryType.CONVERSATION,), reflected=False
+            user_name=scope.user_name,
+            target_name=scope.target_name,
+            workspace=scope.workspace,
+            memory_types=(MemoryType.CONVERSATION,),
+            reflected=False,
         )
     else:
         memory_filter = MemoryFilter(
-            user_name=user,
-            target_name="",
-            workspace="",
+            user_name=scope.user_name,
+            target_name=scope.target_name,
+            workspace=scope.workspace,
             memory_types=(MemoryType.OBSERVATION, MemoryType.OBS_CUSTOMIZED),  # what reflection loads
             status=MemoryStatus.VALID,
             reflected=False,
@@ -146,11 +191,11 @@ def thresholds(triggers: Triggers) -> tuple[tuple[str, int | None], ...]:
     return (("messages", triggers.messages), ("observations", triggers.observations))
 
 
-def pending_counts(store: MemoryStore | None, triggers: Triggers, user: str) -> dict[str, int]:
-    """The user's count for each counted trigger that is set (none without a store)."""
+def pending_counts(store: MemoryStore | None, triggers: Triggers, scope: Scope) -> dict[str, int]:
+    """The scope's count for each counted trigger that is set (none without a store)."""
     if store is None:
         return {}
-    return {kind: count_pending(store, kind, user) for kind, threshold in thresholds(triggers) if threshold is not None}
+    return {kind: count_pending(store, kind, scope) for kind, threshold in thresholds(triggers) if threshold is not None}
 
 
 def fired_trigger(triggers: Triggers, counts: Mapping[str, int], track: Track) -> str | None:
@@ -178,6 +223,24 @@ def run_record(running: Running, result: RunResult | None, error: BaseException 
         result=readable(result) if result is not None else "",
         error=f"{type(error).__name__}: {error}" if error is not None else "",
         abandoned=running.abandoned,
+        target_name=info.target_name,
+        workspace=info.workspace,
+    )
+
+
+def check_failure(scope: Scope, error: Exception) -> RunRecord:
+    """The record of a trigger check that failed (a store error, say), kept as a failed run of
+    the pseudo-operation "trigger check"."""
+    return RunRecord(
+        user_name=scope.user_name,
+        operation=CHECK,
+        trigger=CHECK,
+        started_at=utc_now(),
+        seconds=0.0,
+        result="",
+        error=f"{type(error).__name__}: {error}",
+        target_name=scope.target_name,
+        workspace=scope.workspace,
     )
 
 
@@ -185,23 +248,27 @@ def log_run(logger: logging.Logger, service_name: str, record: RunRecord, error:
     """Log a finished run: an error with its traceback at debug level, a result at info level."""
     if error is not None:
         logger.error(
-            "service %s: %s for user %r (%s) failed: %s",
+            "service %s: %s for %s (%s) failed: %s",
             service_name,
             record.operation,
-            record.user_name,
+            _who(record),
             record.trigger,
             record.error,
         )
         logger.debug("traceback of the failed run", exc_info=error)
     elif record.result:
         logger.info(
-            "service %s: %s for user %r (%s): %s",
+            "service %s: %s for %s (%s): %s",
             service_name,
             record.operation,
-            record.user_name,
+            _who(record),
             record.trigger,
             record.result,
         )
+
+
+def _who(record: RunRecord) -> str:
+    return f"user {Scope(record.user_name, record.target_name, record.workspace).label!r}"
 
 
 def readable(result: RunResult) -> str:

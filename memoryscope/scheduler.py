@@ -8,6 +8,8 @@ Triggers come from each backend operation's config:
   `obs_customized`, which reflection reads too) not yet reflected on;
 - `interval_time: S` — every S seconds, for each user this scheduler has seen.
 
+"User" below means a `Scope`: a user in one target and workspace, as memories are kept apart.
+
 A count trigger fires when its count is at or over the threshold *and* there is news since the
 operation last ran for that user: messages were stored here (`notify`), another backend
 operation finished for the user, or the count changed (a write from another process). So a run
@@ -45,8 +47,10 @@ from memoryscope._scheduler_state import (
     RunningOperation,
     RunRecord,
     SchedulerStatus,
+    Scope,
     Track,
     Triggers,
+    check_failure,
     fired_trigger,
     log_run,
     pending_counts,
@@ -61,12 +65,11 @@ if TYPE_CHECKING:
     from memoryscope.service import Operation
     from memoryscope.workflow import RunResult
 
-__all__ = ["Scheduler", "SchedulerStatus", "RunRecord", "RunningOperation", "Triggers"]
+__all__ = ["Scheduler", "SchedulerStatus", "RunRecord", "RunningOperation", "Scope", "Triggers"]
 
 logger = logging.getLogger("memoryscope.scheduler")
 
 ABANDONED = "abandoned: the scheduler was stopped before the operation finished"
-_CHECK = "trigger check"  # the operation name under which a failed check is recorded
 
 
 class Scheduler:
@@ -96,12 +99,12 @@ class Scheduler:
             name: (op, Triggers.of(op)) for name, op in operations.items() if op.backend and Triggers.of(op)
         }
         self._state = threading.Condition()  # guards every field below
-        self._users: dict[str, threading.Lock] = {}  # users seen → their one-backend-operation lock
-        self._tracks: dict[tuple[str, str], Track] = {}
-        self._queued: set[str] = set()  # users with a job submitted and not finished
-        self._active: set[str] = set()  # users whose job a pool thread is running
-        self._recheck: set[str] = set()  # users told about news while queued
-        self._running: dict[str, Running] = {}
+        self._users: dict[Scope, threading.Lock] = {}  # users seen → their one-backend-operation lock
+        self._tracks: dict[tuple[Scope, str], Track] = {}
+        self._queued: set[Scope] = set()  # users with a job submitted and not finished
+        self._active: set[Scope] = set()  # users whose job a pool thread is running
+        self._recheck: set[Scope] = set()  # users told about news while queued
+        self._running: dict[Scope, Running] = {}
         self._last_runs: dict[tuple[str, str], RunRecord] = {}
         self._last_errors: dict[tuple[str, str], RunRecord] = {}
         self._runs = 0
@@ -130,23 +133,30 @@ class Scheduler:
             self._timer = threading.Thread(target=self._tick, name=f"memoryscope-timer-{self.service_name}", daemon=True)
         self._timer.start()
 
-    def notify(self, user_name: str) -> None:
-        """News for `user_name` (new messages, say): check their triggers soon, off this thread."""
+    def notify(self, user_name: str, target_name: str = "", workspace: str = "") -> None:
+        """News for the user (new messages, say): check their triggers soon, off this thread."""
+        scope = Scope(user_name, target_name, workspace)
         with self._state:
-            self._know(user_name)
+            self._know(scope)
             for name in self._triggered:
-                self._track(user_name, name).news = True
-        self._submit(user_name)
+                self._track(scope, name).news = True
+        self._submit(scope)
 
     def check(self, user_name: str | None = None) -> None:
-        """Check triggers now, without news: for one user, or for every user seen."""
-        users = [user_name] if user_name is not None else self.users()
-        for user in users:
-            with self._state:
-                self._know(user)
-            self._submit(user)
+        """Check triggers now, without news: for every scope of one user (the default scope if
+        none was seen), or for every scope seen."""
+        with self._state:
+            scopes = [scope for scope in self._users if user_name is None or scope.user_name == user_name]
+            if user_name is not None and not scopes:
+                scopes = [Scope(user_name)]
+                self._know(scopes[0])
+        for scope in scopes:
+            self._submit(scope)
 
     def users(self) -> list[str]:
+        return list(dict.fromkeys(scope.user_name for scope in self.scopes()))
+
+    def scopes(self) -> list[Scope]:
         with self._state:
             return list(self._users)
 
@@ -155,15 +165,15 @@ class Scheduler:
 
         Waits for a run already going for the user. Recorded in `status()`; errors are re-raised.
         """
-        user = context.user_name
+        scope = Scope.of(context)
         with self._state:
             if self._closing:
                 raise MemoryScopeError(f"the scheduler of service {self.service_name!r} is stopped")
-            lock = self._know(user)
+            lock = self._know(scope)
         with lock:
-            counts = self._counts(operation.name, user)
+            counts = self._counts(operation.name, scope)
             result = self._run(operation, context, trigger, counts, reraise=True)
-        self._submit(user)  # what this run wrote may fire another operation (observations → reflection)
+        self._submit(scope)  # what this run wrote may fire another operation (observations → reflection)
         if result is None:  # the scheduler stopped while this call waited for the user's lock
             raise MemoryScopeError(ABANDONED)
         return result
@@ -175,7 +185,7 @@ class Scheduler:
                 started=self._started,
                 closed=self._closed,
                 running=tuple(running.info for running in self._running.values()),
-                waiting=tuple(sorted(self._queued - set(self._running))),
+                waiting=tuple(scope.label for scope in sorted(self._queued - set(self._running))),
                 last_runs=dict(self._last_runs),
                 last_errors=dict(self._last_errors),
                 runs=self._runs,
@@ -218,42 +228,42 @@ class Scheduler:
                 "service %s: %s for user %r did not finish within %.1fs; abandoned, nothing of it is written",
                 self.service_name,
                 running.info.operation,
-                running.info.user_name,
+                running.info.scope.label,
                 timeout,
             )
         return not left
 
     # -- triggers ----------------------------------------------------------------------------
 
-    def _know(self, user: str) -> threading.Lock:
-        """The user's lock; registers the user (and starts their interval clocks). Holds `_state`."""
-        lock = self._users.get(user)
+    def _know(self, scope: Scope) -> threading.Lock:
+        """The scope's lock; registers the scope (and starts its interval clocks). Holds `_state`."""
+        lock = self._users.get(scope)
         if lock is not None:
             return lock
-        lock = self._users[user] = threading.Lock()
+        lock = self._users[scope] = threading.Lock()
         now = self._clock()
         for name, (_, triggers) in self._triggered.items():
-            track = self._tracks[(user, name)] = Track()
+            track = self._tracks[(scope, name)] = Track()
             if triggers.interval_s is not None:
                 track.next_interval = now + triggers.interval_s
                 self._wake.set()  # the timer may sleep past this user's first interval
         return lock
 
-    def _track(self, user: str, name: str) -> Track:
-        return self._tracks.setdefault((user, name), Track())
+    def _track(self, scope: Scope, name: str) -> Track:
+        return self._tracks.setdefault((scope, name), Track())
 
-    def _counts(self, name: str, user: str) -> dict[str, int]:
+    def _counts(self, name: str, scope: Scope) -> dict[str, int]:
         entry = self._triggered.get(name)
         if entry is None:
             return {}
-        return pending_counts(self._store, entry[1], user)
+        return pending_counts(self._store, entry[1], scope)
 
-    def _due(self, user: str) -> tuple[Operation, str, dict[str, int]] | None:
-        """The first operation (in config order) whose trigger fires for `user`, why, and its counts."""
+    def _due(self, scope: Scope) -> tuple[Operation, str, dict[str, int]] | None:
+        """The first operation (in config order) whose trigger fires for `scope`, why, and its counts."""
         for name, (operation, triggers) in self._triggered.items():
-            counts = self._counts(name, user)
+            counts = self._counts(name, scope)
             with self._state:
-                track = self._track(user, name)
+                track = self._track(scope, name)
                 snapshot = Track(track.news, dict(track.settled), track.interval_due)
             trigger = fired_trigger(triggers, counts, snapshot)
             if trigger is not None:
@@ -262,67 +272,67 @@ class Scheduler:
 
     # -- jobs --------------------------------------------------------------------------------
 
-    def _submit(self, user: str) -> None:
+    def _submit(self, scope: Scope) -> None:
         with self._state:
             if not self._started or self._closing or self._executor is None:
                 return
-            if user in self._queued:
-                self._recheck.add(user)  # coalesced: the running job checks once more before it ends
+            if scope in self._queued:
+                self._recheck.add(scope)  # coalesced: the running job checks once more before it ends
                 return
-            self._queued.add(user)
+            self._queued.add(scope)
             try:
-                self._executor.submit(self._drain, user)
+                self._executor.submit(self._drain, scope)
             except RuntimeError:  # the pool shut down between the check above and here
-                self._queued.discard(user)
+                self._queued.discard(scope)
 
-    def _drain(self, user: str) -> None:
-        """Run every operation due for `user`, one after the other, until none is due."""
+    def _drain(self, scope: Scope) -> None:
+        """Run every operation due for `scope`, one after the other, until none is due."""
         with self._state:
-            self._active.add(user)
+            self._active.add(scope)
         try:
             while True:
                 with self._state:
-                    self._recheck.discard(user)
+                    self._recheck.discard(scope)
                     if self._closing:
                         return
                 try:
-                    due = self._due(user)
+                    due = self._due(scope)
                 except Exception as error:  # a store failure must not kill the scheduler thread
                     if not self._closing:
-                        self._record_check_failure(user, error)
+                        self._record_check_failure(scope, error)
                     return
                 if due is None:
                     with self._state:
-                        if user in self._recheck and not self._closing:
+                        if scope in self._recheck and not self._closing:
                             continue
                         return
                 operation, trigger, counts = due
-                with self._users[user]:
+                with self._users[scope]:
                     if self._closing:
                         return
-                    self._run(operation, MemoryContext(user_name=user), trigger, counts, reraise=False)
+                    self._run(operation, scope.context(), trigger, counts, reraise=False)
         finally:
             with self._state:
-                self._active.discard(user)
-                self._queued.discard(user)
+                self._active.discard(scope)
+                self._queued.discard(scope)
                 self._state.notify_all()
 
     def _run(
         self, operation: Operation, context: MemoryContext, trigger: str, counts: dict[str, int], *, reraise: bool
     ) -> RunResult | None:
-        """One run under the user's lock: bookkeeping before and after, errors recorded."""
-        user, name = context.user_name, operation.name
-        info = RunningOperation(user, name, trigger, utc_now())
+        """One run under the scope's lock: bookkeeping before and after, errors recorded."""
+        scope, name = Scope.of(context), operation.name
+        info = RunningOperation(scope.user_name, name, trigger, utc_now(), scope.target_name, scope.workspace)
         running = Running(info, context)
         with self._state:
             if self._closing:
                 return None
-            track = self._track(user, name)
+            track = self._track(scope, name)
             track.news, track.settled, track.interval_due = False, dict(counts), False
             entry = self._triggered.get(name)
             if entry is not None and entry[1].interval_s is not None:
                 track.next_interval = self._clock() + entry[1].interval_s
-            self._running[user] = running
+            self._running[scope] = running
         started = time.perf_counter()
         result: RunResult | None = None
         error: BaseException | None = None
@@ -339,9 +349,9 @@ class Scheduler:
     def _finish(self, running: Running, result: RunResult | None, error: BaseException | None, seconds: float) -> None:
         info = running.info
         record = run_record(running, result, error, seconds)
-        key = (info.user_name, info.operation)
+        key = (info.scope.label, info.operation)
         with self._state:
-            self._running.pop(info.user_name, None)
+            self._running.pop(info.scope, None)
             self._last_runs[key] = record
             self._runs += 1
             if error is not None:
@@ -351,16 +361,16 @@ class Scheduler:
                 # its writes are news for the user's other observation-triggered operations
                 for name, (_, triggers) in self._triggered.items():
                     if name != info.operation and triggers.observations is not None:
-                        self._track(info.user_name, name).news = True
+                        self._track(info.scope, name).news = True
             self._state.notify_all()
         log_run(logger, self.service_name, record, error)
 
-    def _record_check_failure(self, user: str, error: Exception) -> None:
-        record = RunRecord(user, _CHECK, "trigger check", utc_now(), 0.0, "", f"{type(error).__name__}: {error}")
+    def _record_check_failure(self, scope: Scope, error: Exception) -> None:
+        record = check_failure(scope, error)
         with self._state:
-            self._last_errors[(user, _CHECK)] = record
+            self._last_errors[(scope.label, record.operation)] = record
             self._errors += 1
-        logger.error("service %s: checking triggers for user %r failed: %s", self.service_name, user, record.error)
+        logger.error("service %s: checking triggers for user %r failed: %s", self.service_name, scope.label, record.error)
 
     # -- timer -------------------------------------------------------------------------------
 
@@ -377,17 +387,17 @@ class Scheduler:
                 self._wake.clear()
                 continue  # woken: closing, or a new deadline to sleep towards
             now = self._clock()
-            users: set[str] = set()
+            scopes: set[Scope] = set()
             with self._state:
                 if self._closing:
                     return
-                for (user, name), track in self._tracks.items():
+                for (scope, name), track in self._tracks.items():
                     if track.next_interval is not None and track.next_interval <= now:
                         track.interval_due = True
                         track.next_interval = now + (self._triggered[name][1].interval_s or 0.0)
-                        users.add(user)
+                        scopes.add(scope)
                 if now >= next_sweep:
-                    users.update(self._users)
+                    scopes.update(self._users)
                     next_sweep = now + self.check_interval_s
-            for user in users:
-                self._submit(user)
+            for scope in scopes:
+                self._submit(scope)

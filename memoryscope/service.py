@@ -122,12 +122,13 @@ class MemoryService:
         # a backend operation runs through the scheduler: one per user at a time, and recorded
         result = self.scheduler.run_now(operation, context) if operation.backend else operation.runner.run(context)
         if context.messages and result.context.details.get("stored_messages", 1):
-            self.notify_messages(user_name)
+            self.notify_messages(user_name, context.target_name, context.workspace)
         return result
 
-    def notify_messages(self, user_name: str) -> None:
-        """New messages of `user_name` are stored: let the scheduler check their triggers."""
-        self.scheduler.notify(user_name)
+    def notify_messages(self, user_name: str, target_name: str = "", workspace: str = "") -> None:
+        """New messages of the user (in that target and workspace) are stored: let the scheduler
+        check their triggers."""
+        self.scheduler.notify(user_name, target_name, workspace)
 
     def close(self, timeout: float | None = None) -> bool:
         """Refuse new runs; stop the scheduler, waiting up to `timeout` (default `shutdown_timeout_s`)

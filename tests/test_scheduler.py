@@ -27,7 +27,7 @@ from memoryscope.env import Env
 from memoryscope.errors import MemoryScopeError
 from memoryscope.memory import MemoryNode, MemoryType
 from memoryscope.models.base import EmbeddingModel, ModelParams
-from memoryscope.scheduler import ABANDONED
+from memoryscope.scheduler import ABANDONED, Scope
 from memoryscope.stores.base import MemoryFilter, MemoryStore
 from memoryscope.stores.sqlite_store import SqliteMemoryStore
 from memoryscope.worker import Worker, WorkerParams, register_worker
@@ -136,11 +136,10 @@ class WriteWorker(_ProbeWorker):
     writes: ClassVar[tuple[str, ...]] = ("result",)
 
     def run(self, ctx: MemoryContext) -> None:
-        scope = MemoryFilter(user_name=ctx.user_name, memory_types=(MemoryType.CONVERSATION,), reflected=False)
-        messages = self.store.scan(scope, limit=1000)
+        where = {"user_name": ctx.user_name, "target_name": ctx.target_name, "workspace": ctx.workspace}
+        messages = self.store.scan(MemoryFilter(**where, memory_types=(MemoryType.CONVERSATION,), reflected=False), limit=1000)
         observations = [
-            MemoryNode(user_name=ctx.user_name, content=f"observed: {node.content}", memory_type=MemoryType.OBSERVATION)
-            for node in messages
+            MemoryNode(**where, content=f"observed: {node.content}", memory_type=MemoryType.OBSERVATION) for node in messages
         ]
         self.store.upsert([node.replace(reflected=True) for node in messages] + observations)
         with self.probe.changed:
@@ -194,17 +193,18 @@ def probe() -> Iterator[tuple[str, Probe]]:
     del PROBES[name]
 
 
-def say(scope: MemoryScope, user: str, count: int, start: int = 0, *, one_call: bool = True) -> None:
-    """`count` new messages of `user`: in one `read_message` call (one notification), or one call each."""
+def say(scope: MemoryScope, user: str, count: int, start: int = 0, *, one_call: bool = True, target: str = "") -> None:
+    """`count` new messages of `user` (to `target`): in one `read_message` call (one notification), or one call each."""
     messages = [Message("user", f"{user} says {i}", T0 + timedelta(minutes=i), name=user) for i in range(start, start + count)]
     batches = [messages] if one_call else [[message] for message in messages]
     for batch in batches:
-        scope.default_service.run_operation("read_message", user, messages=tuple(batch))
+        scope.default_service.run_operation("read_message", user, messages=tuple(batch), target_name=target)
 
 
-def pending(scope: MemoryScope, user: str) -> int:
+def pending(scope: MemoryScope, user: str, target: str | None = None) -> int:
     assert scope.store is not None
-    return scope.store.count(MemoryFilter(user_name=user, memory_types=(MemoryType.CONVERSATION,), reflected=False))
+    conversations = (MemoryType.CONVERSATION,)
+    return scope.store.count(MemoryFilter(user_name=user, target_name=target, memory_types=conversations, reflected=False))
 
 
 def test_fires_once_at_the_message_threshold_for_that_user_only(tmp_path: Path, probe: tuple[str, Probe]) -> None:
@@ -228,6 +228,28 @@ def test_fires_once_at_the_message_threshold_for_that_user_only(tmp_path: Path, 
         say(scope, "ann", 5, start=5)  # five more: the next batch
         assert scheduler.wait_idle(WAIT)
         assert recorder.runs == [("ann", "wait"), ("ann", "wait")]
+
+
+def test_each_target_of_a_user_has_its_own_triggers_and_runs(tmp_path: Path, probe: tuple[str, Probe]) -> None:
+    name, recorder = probe
+    with MemoryScope(config=make_config(tmp_path, name, CONSOLIDATE)) as scope:
+        scheduler = scope.default_service.scheduler
+        say(scope, "ann", 4)  # to the default target: one short of the trigger
+        say(scope, "ann", 5, target="bob")
+        assert scheduler.wait_idle(WAIT)
+        assert recorder.writes == ["ann"]  # one run, for ann and bob only
+        assert (pending(scope, "ann", target=""), pending(scope, "ann", target="bob")) == (4, 0)
+        status = scheduler.status()
+        record = status.last_runs[("ann [target bob]", "consolidate_memory")]
+        assert (record.user_name, record.target_name, record.result) == ("ann", "bob", "consolidated 5 messages")
+        assert ("ann", "consolidate_memory") not in status.last_runs
+        assert scheduler.users() == ["ann"]
+        assert sorted(scheduler.scopes()) == [Scope("ann"), Scope("ann", "bob")]
+        assert Scope("ann", "bob", "work").label == "ann [target bob, workspace work]"
+        say(scope, "ann", 1, start=4)  # the default target reaches its own threshold
+        assert scheduler.wait_idle(WAIT)
+        assert pending(scope, "ann", target="") == 0
+        assert scheduler.status().last_runs[("ann", "consolidate_memory")].result == "consolidated 5 messages"
 
 
 def test_a_run_that_consumes_nothing_is_not_repeated_without_news(tmp_path: Path, probe: tuple[str, Probe]) -> None:
