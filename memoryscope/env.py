@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from memoryscope.errors import ConfigError, UnknownNameError
-from memoryscope.models.base import EmbeddingModel, GenerationModel, RankModel
+from memoryscope.models.base import EmbeddingModel, GenerationModel, PresetGenerationModel, RankModel
 
 if TYPE_CHECKING:
     from memoryscope.config.schema import GlobalSettings
@@ -28,11 +28,13 @@ class Env:
     store: MemoryStore | None = None
     notices: list[str] = field(default_factory=list)
 
-    def generation_model(self, key: str, where: str) -> GenerationModel | None:
-        """The generation model under `model.<key>`, or None when the config has no LLM."""
+    def generation_model(self, key: str, where: str, options: Mapping[str, Any] | None = None) -> GenerationModel | None:
+        """The generation model under `model.<key>`, or None when the config has no LLM. With
+        `options` (a worker's `generation_model_kwargs`), every call sends them."""
         if key not in self.models:
             return None
-        return self._typed(key, where, GenerationModel, "generation")
+        model: GenerationModel = self._typed(key, where, GenerationModel, "generation")
+        return PresetGenerationModel(model, dict(options)) if options else model
 
     def embedding_model(self, key: str, where: str) -> EmbeddingModel:
         return self._typed(self._require(key, where), where, EmbeddingModel, "embedding")

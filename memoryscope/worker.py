@@ -10,21 +10,31 @@ only assigns the fields it declared and keeps no per-run state on `self`.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from memoryscope.context import MemoryContext
 from memoryscope.env import Env
 from memoryscope.registry import Registry
 
-__all__ = ["Worker", "WorkerParams", "WORKERS", "register_worker"]
+__all__ = ["Worker", "WorkerParams", "LLMWorkerParams", "WORKERS", "register_worker"]
 
 
 class WorkerParams(BaseModel):
     """Base of every worker's `Params`: unknown keys are an error."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LLMWorkerParams(WorkerParams):
+    """Base of the `Params` of a worker that calls an LLM."""
+
+    generation_model_kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Options sent with every LLM call of this worker (temperature, max_tokens, top_p, ...); "
+        "MemoryScope 0.1's key of the same name.",
+    )
 
 
 class Worker(ABC):

@@ -20,7 +20,7 @@ from memoryscope.memory import MemoryNode, MemoryStatus
 from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.prompts import load_prompts
 from memoryscope.text import content_words
-from memoryscope.worker import Worker, WorkerParams, register_worker
+from memoryscope.worker import LLMWorkerParams, Worker, register_worker
 from memoryscope.workers._consolidation import json_items, normalise, require_model, subject_name
 
 __all__ = ["ContraRepeatWorker", "parse_decisions", "Decision"]
@@ -87,7 +87,7 @@ class ContraRepeatWorker(Worker):
     writes: ClassVar[tuple[str, ...]] = ("new_observations", "expired_memories")
     needs_generation_model: ClassVar[bool] = True
 
-    class Params(WorkerParams):
+    class Params(LLMWorkerParams):
         generation_model: str = Field("generation_model", description="Key under `model:` of the LLM that compares facts.")
         contra_repeat_max_count: int = Field(
             50, gt=0, description="Most of today's memories shown beside the new facts: those sharing most words with them."
@@ -97,7 +97,9 @@ class ContraRepeatWorker(Worker):
 
     def bind(self, env: Env) -> None:
         where = f"worker.{self.name}"
-        self._model: GenerationModel | None = env.generation_model(self.params.generation_model, f"{where}.generation_model")
+        self._model: GenerationModel | None = env.generation_model(
+            self.params.generation_model, f"{where}.generation_model", self.params.generation_model_kwargs
+        )
         self._enabled: bool = env.settings.enable_today_contra_repeat
         self._language: str = env.settings.language
         self._zone: ZoneInfo = env.settings.tzinfo

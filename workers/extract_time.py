@@ -20,7 +20,7 @@ from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.stores.base import TimeRange
 from memoryscope.timeparse import has_unresolved_time_word, resolve_time_range
 from memoryscope.timeparse.calendar_math import at
-from memoryscope.worker import Worker, WorkerParams, register_worker
+from memoryscope.worker import LLMWorkerParams, Worker, register_worker
 
 __all__ = ["ExtractTimeWorker", "parse_date_range"]
 
@@ -49,7 +49,7 @@ class ExtractTimeWorker(Worker):
     reads: ClassVar[tuple[str, ...]] = ("query", "query_time")
     writes: ClassVar[tuple[str, ...]] = ("time_range",)
 
-    class Params(WorkerParams):
+    class Params(LLMWorkerParams):
         generation_model: str = Field(
             "generation_model", description="Key under `model:` of the LLM asked about vague time words."
         )
@@ -67,7 +67,7 @@ class ExtractTimeWorker(Worker):
         self._model: GenerationModel | None = None
         if self.params.use_llm_fallback:
             where = f"worker.{self.name}.generation_model"
-            self._model = env.generation_model(self.params.generation_model, where)
+            self._model = env.generation_model(self.params.generation_model, where, self.params.generation_model_kwargs)
         self._prompt = _prompt(self._language) if self._model is not None else None
 
     def run(self, ctx: MemoryContext) -> None:

@@ -16,7 +16,7 @@ from memoryscope.env import Env
 from memoryscope.memory import MemoryNode, MemoryType, format_time
 from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.prompts import load_prompts
-from memoryscope.worker import Worker, WorkerParams, register_worker
+from memoryscope.worker import LLMWorkerParams, Worker, register_worker
 from memoryscope.workers._consolidation import (
     NONE_WORDS,
     ask_in_chunks,
@@ -48,7 +48,7 @@ _EXPECTED_FORMAT = {
 }
 
 
-class ObservationParams(WorkerParams):
+class ObservationParams(LLMWorkerParams):
     generation_model: str = Field("generation_model", description="Key under `model:` of the LLM that writes observations.")
     observation_msg_max_size: int = Field(
         1000, gt=10, description="Most characters of one message shown to the LLM; longer ones keep head and tail."
@@ -97,7 +97,9 @@ class GetObservationWorker(Worker):
 
     def bind(self, env: Env) -> None:
         where = f"worker.{self.name}"
-        self._model: GenerationModel | None = env.generation_model(self.params.generation_model, f"{where}.generation_model")
+        self._model: GenerationModel | None = env.generation_model(
+            self.params.generation_model, f"{where}.generation_model", self.params.generation_model_kwargs
+        )
         self._language: str = env.settings.language
         self._zone: ZoneInfo = env.settings.tzinfo
         self._prompts = load_prompts(self.prompt_name, self._language)

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 from zoneinfo import ZoneInfo
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 
 from memoryscope.context import MemoryContext
 from memoryscope.env import Env
@@ -14,7 +14,7 @@ from memoryscope.llm_output import ask, extract_json
 from memoryscope.memory import MemoryNode
 from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.prompts import load_prompts
-from memoryscope.worker import Worker, WorkerParams, register_worker
+from memoryscope.worker import LLMWorkerParams, Worker, register_worker
 
 from ._insight import clean_value, fit_in_budget, is_unknown, normalize_key, person, require_model
 
@@ -44,12 +44,17 @@ class GetReflectionSubjectWorker(Worker):
     writes: ClassVar[tuple[str, ...]] = ("insight_subjects",)
     needs_generation_model: ClassVar[bool] = True
 
-    class Params(WorkerParams):
+    class Params(LLMWorkerParams):
         generation_model: str = Field("generation_model", description="Key under `model:` of the LLM that names the subjects.")
         reflect_obs_cnt_threshold: int = Field(
             6, ge=1, description="Reflect only when at least this many observations are unreflected; else stop the workflow."
         )
-        max_subjects: int = Field(5, ge=1, description="Most new subjects proposed per run.")
+        max_subjects: int = Field(
+            5,
+            ge=1,
+            validation_alias=AliasChoices("max_subjects", "reflect_num_questions"),
+            description="Most new subjects proposed per run (MemoryScope 0.1: `reflect_num_questions`).",
+        )
         max_prompt_tokens: int = Field(
             3000, ge=200, description="Token budget for the observations in the prompt; the newest are kept."
         )
@@ -58,7 +63,9 @@ class GetReflectionSubjectWorker(Worker):
 
     def bind(self, env: Env) -> None:
         self._where = f"worker.{self.name}.generation_model"
-        self._model: GenerationModel | None = env.generation_model(self.params.generation_model, self._where)
+        self._model: GenerationModel | None = env.generation_model(
+            self.params.generation_model, self._where, self.params.generation_model_kwargs
+        )
         self._language: str = env.settings.language
         self._zone: ZoneInfo = env.settings.tzinfo
         self._prompt = load_prompts("get_reflection_subject", self._language)

@@ -17,7 +17,7 @@ from memoryscope.memory import MemoryNode, MemoryType
 from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.prompts import load_prompts
 from memoryscope.stores.base import MemoryFilter, MemoryStore
-from memoryscope.worker import Worker, WorkerParams, register_worker
+from memoryscope.worker import LLMWorkerParams, Worker, register_worker
 from memoryscope.workers._consolidation import (
     ask_in_chunks,
     chunks_within_budget,
@@ -65,7 +65,7 @@ class InfoFilterWorker(Worker):
     writes: ClassVar[tuple[str, ...]] = ("pending_messages", "informative_messages")
     needs_generation_model: ClassVar[bool] = True
 
-    class Params(WorkerParams):
+    class Params(LLMWorkerParams):
         generation_model: str = Field("generation_model", description="Key under `model:` of the LLM that scores messages.")
         preserved_scores: tuple[int, ...] = Field(
             (2, 3),
@@ -104,7 +104,9 @@ class InfoFilterWorker(Worker):
     def bind(self, env: Env) -> None:
         where = f"worker.{self.name}"
         self._store: MemoryStore = env.require_store(where)
-        self._model: GenerationModel | None = env.generation_model(self.params.generation_model, f"{where}.generation_model")
+        self._model: GenerationModel | None = env.generation_model(
+            self.params.generation_model, f"{where}.generation_model", self.params.generation_model_kwargs
+        )
         self._language: str = env.settings.language
         self._zone: ZoneInfo = env.settings.tzinfo
         self._prompts = load_prompts("info_filter", self._language)

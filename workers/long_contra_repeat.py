@@ -18,7 +18,7 @@ from memoryscope.models.base import ChatMessage, EmbeddingModel, GenerationModel
 from memoryscope.models.token_count import count_tokens
 from memoryscope.prompts import load_prompts
 from memoryscope.stores.base import MemoryFilter, MemoryStore, SearchMode
-from memoryscope.worker import Worker, WorkerParams, register_worker
+from memoryscope.worker import LLMWorkerParams, Worker, register_worker
 
 from ._insight import is_unknown, person, require_model
 
@@ -61,7 +61,7 @@ class LongContraRepeatWorker(Worker):
     writes: ClassVar[tuple[str, ...]] = ("expired_memories",)
     needs_generation_model: ClassVar[bool] = True
 
-    class Params(WorkerParams):
+    class Params(LLMWorkerParams):
         generation_model: str = Field("generation_model", description="Key under `model:` of the LLM that judges.")
         embedding_model: str | None = Field(
             None,
@@ -81,7 +81,9 @@ class LongContraRepeatWorker(Worker):
     def bind(self, env: Env) -> None:
         where = f"worker.{self.name}"
         self._model_where = f"{where}.generation_model"
-        self._model: GenerationModel | None = env.generation_model(self.params.generation_model, self._model_where)
+        self._model: GenerationModel | None = env.generation_model(
+            self.params.generation_model, self._model_where, self.params.generation_model_kwargs
+        )
         self._enabled: bool = env.settings.enable_long_contra_repeat
         self._store: MemoryStore = env.require_store(where)
         self._embedder: EmbeddingModel | None = None

@@ -20,7 +20,7 @@ from memoryscope.models.base import ChatMessage, EmbeddingModel, GenerationModel
 from memoryscope.models.token_count import count_tokens
 from memoryscope.prompts import load_prompts
 from memoryscope.text import content_words
-from memoryscope.worker import Worker, WorkerParams, register_worker
+from memoryscope.worker import LLMWorkerParams, Worker, register_worker
 
 from ._insight import (
     clean_value,
@@ -83,7 +83,7 @@ class UpdateInsightWorker(Worker):
     writes: ClassVar[tuple[str, ...]] = ("updated_insights",)
     needs_generation_model: ClassVar[bool] = True
 
-    class Params(WorkerParams):
+    class Params(LLMWorkerParams):
         generation_model: str = Field("generation_model", description="Key under `model:` of the LLM that gives the values.")
         rank_model: str | None = Field(
             "rank_model",
@@ -109,7 +109,9 @@ class UpdateInsightWorker(Worker):
     def bind(self, env: Env) -> None:
         where = f"worker.{self.name}"
         self._model_where = f"{where}.generation_model"
-        self._model: GenerationModel | None = env.generation_model(self.params.generation_model, self._model_where)
+        self._model: GenerationModel | None = env.generation_model(
+            self.params.generation_model, self._model_where, self.params.generation_model_kwargs
+        )
         self._ranker: RankModel | None = None
         if env.settings.enable_ranker and self.params.rank_model is not None:
             self._ranker = env.rank_model(self.params.rank_model, f"{where}.rank_model")

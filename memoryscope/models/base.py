@@ -28,6 +28,7 @@ __all__ = [
     "ModelParams",
     "ChatMessage",
     "GenerationModel",
+    "PresetGenerationModel",
     "EmbeddingModel",
     "RankModel",
     "GENERATION_BACKENDS",
@@ -118,6 +119,30 @@ class GenerationModel(_Model):
 
     @abstractmethod
     def astream_chat(self, messages: Sequence[ChatMessage], **options: Any) -> AsyncIterator[str]: ...
+
+
+class PresetGenerationModel(GenerationModel):
+    """A generation model with call options set in advance (a worker's `generation_model_kwargs`,
+    e.g. `{temperature: 0.7}`): every call sends them, the call's own options winning. Usage is
+    counted on the model it wraps."""
+
+    def __init__(self, model: GenerationModel, options: dict[str, Any]) -> None:
+        super().__init__(model.model_name, model.endpoint)
+        self.backend = model.backend
+        self.usage = model.usage
+        self.model, self.options = model, dict(options)
+
+    def chat(self, messages: Sequence[ChatMessage], **options: Any) -> str:
+        return self.model.chat(messages, **{**self.options, **options})
+
+    def stream_chat(self, messages: Sequence[ChatMessage], **options: Any) -> Iterator[str]:
+        return self.model.stream_chat(messages, **{**self.options, **options})
+
+    async def achat(self, messages: Sequence[ChatMessage], **options: Any) -> str:
+        return await self.model.achat(messages, **{**self.options, **options})
+
+    def astream_chat(self, messages: Sequence[ChatMessage], **options: Any) -> AsyncIterator[str]:
+        return self.model.astream_chat(messages, **{**self.options, **options})
 
 
 class EmbeddingModel(_Model):

@@ -61,6 +61,12 @@ worker:
   delete_all:
     class: core.worker.backend.update_memory_worker
     method: delete_all
+  get_reflection_subject:
+    class: core.worker.backend.get_reflection_subject_worker
+    generation_model: generation_model
+    reflect_obs_cnt_threshold: 10
+    generation_model_kwargs: {temperature: 0.6}
+    reflect_num_questions: 3
 
 model:
   generation_model:
@@ -107,6 +113,8 @@ def test_legacy_config_loads_with_classes_mapped(tmp_path: Path) -> None:
     assert config.store is not None and config.store.params.hosts == ["http://localhost:9200"]  # type: ignore[attr-defined]
     assert "memoryscope_service" in config.services
     assert config.chats["api_memory_chat"].cls.__name__ == "ApiMemoryChat"
+    reflection = config.workers["get_reflection_subject"].params
+    assert (reflection.max_subjects, reflection.generation_model_kwargs) == (3, {"temperature": 0.6})  # type: ignore[attr-defined]
 
 
 def test_dropped_parts_are_named_in_notices(tmp_path: Path) -> None:

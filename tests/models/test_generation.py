@@ -14,11 +14,12 @@ from typing import Any
 import pytest
 
 from memoryscope.errors import ModelError
-from memoryscope.models.base import GENERATION_BACKENDS, ChatMessage
+from memoryscope.models.base import GENERATION_BACKENDS, ChatMessage, PresetGenerationModel
 from memoryscope.models.generation.dashscope import DashScopeGeneration
 from memoryscope.models.generation.openai import OpenAIGeneration
 from memoryscope.models.generation.openai_like import OpenAILikeGeneration
 from memoryscope.models.token_count import count_tokens
+from memoryscope.testing.builders import build_worker, make_env
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 
 MESSAGES = [ChatMessage("system", "You extract facts."), ChatMessage("user", "I play the guitar every evening.")]
@@ -308,3 +309,21 @@ def test_nothing_is_downloaded_at_run_time(tmp_path: Any) -> None:
     done = subprocess.run([sys.executable, "-c", OFFLINE_SCRIPT], env=environment, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "'errors': 0" in done.stdout and "'completion_tokens': 18" in done.stdout  # 3 calls x 6 tokens, estimated offline
+
+
+def test_a_workers_generation_model_kwargs_go_with_every_call(model: OpenAILikeGeneration, server: FakeOpenAIServer) -> None:
+    """MemoryScope 0.1's `generation_model_kwargs`: the worker's options, the call's own winning."""
+    worker = build_worker(
+        "get_reflection_subject",
+        {"generation_model_kwargs": {"temperature": 0.7, "top_p": 0.5}},
+        make_env(models={"generation_model": model}),
+    )
+    preset = worker._model  # type: ignore[attr-defined]  # what the worker calls
+    assert isinstance(preset, PresetGenerationModel) and preset.usage is model.usage
+    preset.chat(MESSAGES)
+    preset.chat(MESSAGES, temperature=0.2)
+    first, second = (request.body for request in server.requests)
+    assert (first["temperature"], first["top_p"], second["temperature"], second["top_p"]) == (0.7, 0.5, 0.2, 0.5)
+    assert model.usage.snapshot()["calls"] == 2
+    plain = build_worker("get_reflection_subject", {}, make_env(models={"generation_model": model}))
+    assert plain._model is model  # type: ignore[attr-defined]  # no options: the model itself
