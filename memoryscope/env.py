@@ -39,6 +39,14 @@ class Env:
     def embedding_model(self, key: str, where: str) -> EmbeddingModel:
         return self._typed(self._require(key, where), where, EmbeddingModel, "embedding")
 
+    def query_embedding_model(self, key: str | None, where: str) -> EmbeddingModel | None:
+        """The embedding model under `model.<key>`; with no key, the store's own (it made the
+        vectors a query is compared with); None when there is neither."""
+        if key is not None:
+            return self.embedding_model(key, where)
+        found = getattr(self.store, "embedding_model", None)
+        return found if isinstance(found, EmbeddingModel) else None
+
     def rank_model(self, key: str, where: str) -> RankModel:
         return self._typed(self._require(key, where), where, RankModel, "rank")
 

@@ -14,7 +14,7 @@ from memoryscope.context import MemoryContext
 from memoryscope.env import Env
 from memoryscope.llm_output import ask, extract_json
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType, utc_now
-from memoryscope.models.base import ChatMessage, EmbeddingModel, GenerationModel
+from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.models.token_count import count_tokens
 from memoryscope.prompts import load_prompts
 from memoryscope.stores.base import MemoryFilter, MemoryStore, SearchMode
@@ -86,12 +86,7 @@ class LongContraRepeatWorker(Worker):
         )
         self._enabled: bool = env.settings.enable_long_contra_repeat
         self._store: MemoryStore = env.require_store(where)
-        self._embedder: EmbeddingModel | None = None
-        if self.params.embedding_model is not None:
-            self._embedder = env.embedding_model(self.params.embedding_model, f"{where}.embedding_model")
-        else:
-            found = getattr(self._store, "embedding_model", None)
-            self._embedder = found if isinstance(found, EmbeddingModel) else None
+        self._embedder = env.query_embedding_model(self.params.embedding_model, f"{where}.embedding_model")
         self._language: str = env.settings.language
         self._zone: ZoneInfo = env.settings.tzinfo
         self._prompt = load_prompts("long_contra_repeat", self._language)

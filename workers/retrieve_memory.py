@@ -123,12 +123,8 @@ class RetrieveMemoryWorker(Worker):
         self._store: MemoryStore = env.require_store(where)
         self._embedder: EmbeddingModel | None = None
         if self.params.search_mode is not SearchMode.KEYWORD:
-            if self.params.embedding_model is not None:
-                self._embedder = env.embedding_model(self.params.embedding_model, f"{where}.embedding_model")
-            else:
-                found = getattr(self._store, "embedding_model", None)
-                # Without an accessor the store embeds the query itself, once per search.
-                self._embedder = found if isinstance(found, EmbeddingModel) else None
+            # None: the store embeds the query itself, once per search
+            self._embedder = env.query_embedding_model(self.params.embedding_model, f"{where}.embedding_model")
         p = self.params
         valid = (
             _Group((MemoryType.OBSERVATION, MemoryType.OBS_CUSTOMIZED), MemoryStatus.VALID, p.retrieve_obs_top_k),

@@ -16,7 +16,7 @@ from memoryscope.context import MemoryContext
 from memoryscope.env import Env
 from memoryscope.llm_output import ask
 from memoryscope.memory import MemoryNode, MemoryType, utc_now
-from memoryscope.models.base import ChatMessage, EmbeddingModel, GenerationModel, RankModel
+from memoryscope.models.base import ChatMessage, GenerationModel, RankModel
 from memoryscope.models.token_count import count_tokens
 from memoryscope.prompts import load_prompts
 from memoryscope.text import content_words
@@ -115,12 +115,7 @@ class UpdateInsightWorker(Worker):
         self._ranker: RankModel | None = None
         if env.settings.enable_ranker and self.params.rank_model is not None:
             self._ranker = env.rank_model(self.params.rank_model, f"{where}.rank_model")
-        self._embedder: EmbeddingModel | None = None
-        if self.params.embedding_model is not None:
-            self._embedder = env.embedding_model(self.params.embedding_model, f"{where}.embedding_model")
-        else:
-            found = getattr(env.store, "embedding_model", None)
-            self._embedder = found if isinstance(found, EmbeddingModel) else None
+        self._embedder = env.query_embedding_model(self.params.embedding_model, f"{where}.embedding_model")
         self._language: str = env.settings.language
         self._zone: ZoneInfo = env.settings.tzinfo
         self._prompt = load_prompts("update_insight", self._language)
