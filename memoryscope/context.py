@@ -46,6 +46,7 @@ class MemoryContext:
     messages: tuple[Message, ...] = ()  # new chat messages to remember
     memory_ids: tuple[str, ...] = ()  # for delete_memory
     new_memories: tuple[str, ...] = ()  # texts for add_memory
+    chat_history: tuple[Message, ...] = ()  # the chat's recent turns before the query, oldest first
     # -- written by workers --
     time_range: TimeRange | None = None  # when the query is about (extract_time)
     retrieved: tuple[MemoryNode, ...] = ()  # candidates from the store
@@ -79,5 +80,16 @@ class MemoryContext:
 
 CONTEXT_FIELDS: frozenset[str] = frozenset(item.name for item in dataclasses.fields(MemoryContext))
 CALLER_FIELDS: frozenset[str] = frozenset(
-    ("user_name", "target_name", "workspace", "query", "query_time", "query_vector", "messages", "memory_ids", "new_memories")
+    (
+        "user_name",
+        "target_name",
+        "workspace",
+        "query",
+        "query_time",
+        "query_vector",
+        "messages",
+        "memory_ids",
+        "new_memories",
+        "chat_history",
+    )
 )
