@@ -3,6 +3,10 @@
 with MemoryScope(config_path="default") as ms:
     chat = ms.default_memory_chat
     reply = chat.chat_with_memory(query="What do I play?")
+
+MemoryScope 0.1.x's forms work too: `MemoryScope(arguments=Arguments(...))`,
+`MemoryScope(config_path=..., language="en")`, `ms.default_memory_service`,
+`ms.memory_chat_dict`, `MemoryScope.cli_memory_chat(...)` (see `memoryscope.compat`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from memoryscope.compat.arguments import (
+    Arguments,
+    apply_arguments,
+    arguments_from_fields,
+    base_config_name,
+    validated_arguments,
+)
 from memoryscope.config import Config, load_config
 from memoryscope.config.schema import ModelSpec
 from memoryscope.env import Env
@@ -38,11 +49,17 @@ class MemoryScope:
         *,
         config: Config | Mapping[str, Any] | None = None,
         overrides: Mapping[str, Any] | None = None,
+        arguments: Arguments | None = None,
+        **argument_fields: Any,
     ) -> None:
+        """`config_path`: a shipped config's name or a YAML path (default: `default`); `config`: a
+        validated Config or a raw dict instead; `overrides`: `{"global.language": "zh"}`.
+        `arguments` (an `Arguments`) or single `Arguments` fields as keywords: MemoryScope 0.1.x's
+        settings, set over the config."""
         if isinstance(config, Config):
             self.config = config
         else:
-            self.config = load_config(config if config is not None else (config_path or "default"), overrides)
+            self.config = _load_config(config_path, config, overrides, arguments, argument_fields)
         settings = self.config.settings
         self.notices: list[str] = list(self.config.notices)
         self._executor = ThreadPoolExecutor(settings.thread_pool_max_workers, thread_name_prefix="memoryscope")
@@ -58,6 +75,8 @@ class MemoryScope:
             raise
         for notice in self.notices:
             logger.info(notice)
+        for warning in self.config.warnings:
+            logger.warning(warning)
         for service in self.services.values():
             service.start()  # background work begins only once everything it may use is built
 
@@ -74,6 +93,35 @@ class MemoryScope:
         if not self.chats:
             raise ConfigError([("memory_chat", "this config defines no memory chat")], source=self.config.source)
         return next(iter(self.chats.values()))
+
+    @property
+    def default_memory_service(self) -> MemoryService:
+        """The first service (MemoryScope 0.1.x's name for `default_service`)."""
+        return self.default_service
+
+    @property
+    def memory_chat_dict(self) -> dict[str, Any]:
+        """The chats by config key, as MemoryScope 0.1.x named them."""
+        return self.chats
+
+    @property
+    def memory_service_dict(self) -> dict[str, MemoryService]:
+        """The services by config key, as MemoryScope 0.1.x named them."""
+        return self.services
+
+    @classmethod
+    def cli_memory_chat(cls, **kwargs: Any) -> int:
+        """MemoryScope 0.1.x's command-line entry: build from `kwargs` (`config_path=` and `Arguments`
+        fields), run the chat on the terminal; needs a chat with a terminal loop (`cli_memory_chat`)."""
+        with cls(**kwargs) as scope:
+            chat = scope.default_memory_chat
+            run = getattr(chat, "run", None)
+            if run is None:
+                raise ConfigError(
+                    [("memory_chat", f"{type(chat).__name__} has no terminal loop; use memory_chat_class='cli_memory_chat'")],
+                    source=scope.config.source,
+                )
+            return int(run())
 
     @property
     def has_generation_model(self) -> bool:
@@ -169,11 +217,35 @@ class MemoryScope:
                 )
                 for op_name, op in spec.operations.items()
             }
-            services[name] = spec.cls(name, spec.params, operations, self._executor, store=self.store)
+            services[name] = spec.cls(
+                name, spec.params, operations, self._executor, store=self.store, settings=self.config.settings
+            )
         return services
 
     def _build_chats(self) -> dict[str, Any]:
         return {name: spec.cls(name, spec.params, self) for name, spec in self.config.chats.items()}
+
+
+def _load_config(
+    config_path: str | Path | None,
+    config: Mapping[str, Any] | None,
+    overrides: Mapping[str, Any] | None,
+    arguments: Arguments | None,
+    argument_fields: Mapping[str, Any],
+) -> Config:
+    """The config named, with MemoryScope 0.1.x `Arguments` (or single fields of it) set over it."""
+    if arguments is None and not argument_fields:
+        return load_config(config if config is not None else (config_path or "default"), overrides)
+    if arguments is not None and argument_fields:
+        names = ", ".join(sorted(argument_fields))
+        raise ConfigError(f"give either `arguments=` or single argument keywords ({names}), not both")
+    if arguments is not None:
+        settings, given = validated_arguments(arguments), None
+    else:
+        settings, given = arguments_from_fields(argument_fields)
+    own_base = config is None and config_path is None
+    source = config if config is not None else (config_path or base_config_name(settings))
+    return load_config(source, overrides, adjust=lambda raw: apply_arguments(raw, settings, given, own_store_path=own_base))
 
 
 def _missing_settings(spec: ModelSpec) -> str:

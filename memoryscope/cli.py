@@ -1,4 +1,8 @@
-"""The `memoryscope` command: check-config, demo, run, chat, export, import, migrate, reembed."""
+"""The `memoryscope` command: check-config, demo, run, chat, export, import, migrate, reembed.
+
+MemoryScope 0.1.x's form, `memoryscope --config_path=PATH` or `memoryscope --language=en
+--generation_backend=... ...` (flags named after `Arguments` fields), starts the chat as it did.
+"""
 
 from __future__ import annotations
 
@@ -6,8 +10,10 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 
+from memoryscope.compat.flags import is_flag_form, parse_flags
 from memoryscope.errors import MemoryScopeError
 from memoryscope.transfer.commands import add_transfer_commands
 
@@ -15,11 +21,15 @@ __all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if is_flag_form(argv):
+        handler: Callable[[], int] = partial(_flag_form_chat, argv)
+    else:
+        args = _parser().parse_args(argv)
+        handler = partial(args.handler, args)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        return int(args.handler(args))
+        return int(handler())
     except MemoryScopeError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -89,6 +99,15 @@ def _chat(args: argparse.Namespace) -> int:
     from memoryscope.cli_chat import run_chat
 
     return run_chat(args.config, args.user, stream=not args.no_stream, assume_yes=args.yes)
+
+
+def _flag_form_chat(argv: list[str]) -> int:
+    from memoryscope.app import MemoryScope
+    from memoryscope.cli_chat import run_session
+
+    with MemoryScope(**parse_flags(argv)) as scope:
+        chat = scope.default_memory_chat
+        return run_session(chat, stream=chat.stream)
 
 
 def _run(args: argparse.Namespace) -> int:

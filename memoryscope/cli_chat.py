@@ -4,11 +4,14 @@ A plain `input()` loop, so it works on a terminal and with a pipe (`printf '/lis
 memoryscope chat`). Lines without a leading slash are chat messages; replies stream as they
 come. Commands:
 
-- conversation: `/help`, `/history [n]`, `/pop [n]` (undo the last n turns), `/retry`, `/exit`
-  (or Ctrl-D);
+- conversation: `/help`, `/history [n]`, `/pop [n]` (undo the last n turns), `/retry`,
+  `/stream` (replies whole or as they come), `/clear` (the screen), `/exit` (or Ctrl-D);
 - every operation of the chat's service by name: `/list_memory`, `/add_memory TEXT`,
   `/delete_memory ID [ID ...]`, `/delete_all` (asks first unless `-y`), `/retrieve_memory QUERY`,
   `/consolidate_memory`, `/reflect_and_reconsolidate`, ... An operation's argument is its query.
+  MemoryScope 0.1.x's `key=value` form works too (`/delete_memory memory_id=ID`,
+  `/list_memory role_name=ann`), and `refresh_time=N` runs the operation again every N seconds
+  until Ctrl-C (`/list_memory refresh_time=5` in a second terminal watches memories form).
 
 An error prints one line and the chat goes on; an unknown command names the closest one.
 """
@@ -16,21 +19,28 @@ An error prints one line and the chat goes on; an unknown command names the clos
 from __future__ import annotations
 
 import logging
+import re
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TextIO
 
 from memoryscope.chat.api_memory_chat import ApiMemoryChat
+from memoryscope.compat.inputs import LEGACY_INPUTS
 from memoryscope.context import Message
 from memoryscope.errors import MemoryScopeError, closest
 
-__all__ = ["run_chat", "ChatRepl"]
+__all__ = ["run_chat", "run_session", "ChatRepl"]
 
 logger = logging.getLogger("memoryscope.cli")
 
 _YES = frozenset({"y", "yes"})
+_CLEAR_SCREEN = "\033[2J\033[H"
+# `key=value` arguments as MemoryScope 0.1.x's command line took them
+_KEYWORD_NAMES = (*LEGACY_INPUTS, "role_name", "refresh_time")
+_KEYWORD = re.compile(r"(?:^|\s)(" + "|".join(_KEYWORD_NAMES) + r")=")
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,7 @@ class ChatRepl:
         interactive: bool = False,
         stream: bool = True,
         assume_yes: bool = False,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         self.chat = chat
         self.out = out
@@ -59,6 +70,7 @@ class ChatRepl:
         self.interactive = interactive
         self.stream = stream
         self.assume_yes = assume_yes
+        self.sleep = sleep
         self.commands = self._conversation_commands()
         for name, operation in chat.service.operations.items():
             if name not in self.commands:
@@ -120,6 +132,8 @@ class ChatRepl:
             "history": _Command("/history [n]", "show the last n turns (all by default)", self._history),
             "pop": _Command("/pop [n]", "undo the last n turns (default 1) and forget their messages", self._pop),
             "retry": _Command("/retry", "ask the last message again", self._retry),
+            "stream": _Command("/stream", "switch between replies as they come and whole replies", self._toggle_stream),
+            "clear": _Command("/clear", "clear the screen", self._clear),
             "exit": _Command("/exit", "leave (Ctrl-D too)", lambda _: False),
         }
 
@@ -152,10 +166,21 @@ class ChatRepl:
             self.say("nothing to retry")
         return True
 
+    def _toggle_stream(self, _: str) -> bool:
+        self.stream = not self.stream
+        self.say(f"stream: {'on' if self.stream else 'off'}")
+        return True
+
+    def _clear(self, _: str) -> bool:
+        self.say(_CLEAR_SCREEN, end="")
+        return True
+
     # -- operations --------------------------------------------------------------------------
 
     def _operation(self, name: str) -> Callable[[str], bool]:
         def run(argument: str) -> bool:
+            if _KEYWORD.match(argument):
+                return self._run_with_keywords(name, _keywords(argument))
             inputs = self._inputs(name, argument)
             if inputs is None:
                 return True
@@ -163,6 +188,22 @@ class ChatRepl:
             return True
 
         return run
+
+    def _run_with_keywords(self, name: str, keywords: dict[str, str]) -> bool:
+        """`/name key=value ...` as 0.1.x ran it; with `refresh_time=N`, again every N seconds until Ctrl-C."""
+        refresh = keywords.pop("refresh_time", None)
+        if refresh is None:
+            self.say(self.chat.run_service_operation(name, **keywords))
+            return True
+        seconds = _seconds(refresh)
+        try:
+            while True:
+                text = self.chat.run_service_operation(name, **keywords)
+                self.say(_CLEAR_SCREEN + f"{name} (every {seconds:g}s; Ctrl-C stops)\n{text}")
+                self.sleep(seconds)
+        except KeyboardInterrupt:
+            self.say(f"\n(stopped refreshing /{name})")
+        return True
 
     def _inputs(self, name: str, argument: str) -> dict[str, Any] | None:
         """The operation's inputs from the text after its name; None (after a message) to skip it."""
@@ -251,9 +292,29 @@ def run_chat(
     """Open the config's memory chat and run the loop on `stdin`/`stdout` (default: the process's)."""
     from memoryscope.app import MemoryScope
 
+    with MemoryScope(config) as scope:
+        chat = scope.default_memory_chat
+        if not isinstance(chat, ApiMemoryChat):
+            raise MemoryScopeError(f"memory_chat: `memoryscope chat` needs an api_memory_chat, got {type(chat).__name__}")
+        if user:
+            chat = chat.for_user(user)
+        return run_session(chat, stream=stream, assume_yes=assume_yes, stdin=stdin, stdout=stdout)
+
+
+def run_session(
+    chat: ApiMemoryChat,
+    *,
+    stream: bool = True,
+    assume_yes: bool = False,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> int:
+    """Run the chat loop over `chat` on `stdin`/`stdout` (default: the process's) until /exit or the end of input."""
     stdin = stdin or sys.stdin
     out = stdout or sys.stdout
     interactive = stdin.isatty() and out.isatty()
+    scope = chat.scope
 
     def read_line(prompt: str) -> str:
         if stdin is sys.stdin:
@@ -265,23 +326,19 @@ def run_chat(
             raise EOFError
         return line.rstrip("\n")
 
-    with MemoryScope(config) as scope:
-        chat = scope.default_memory_chat
-        if not isinstance(chat, ApiMemoryChat):
-            raise MemoryScopeError(f"memory_chat: `memoryscope chat` needs an api_memory_chat, got {type(chat).__name__}")
-        if user:
-            chat = chat.for_user(user)
-        for notice in scope.notices:
-            out.write(f"note: {notice}\n")
-        out.write(f"MemoryScope chat with {chat.user_name}'s memories ({scope.config.source}).")
-        out.write(" /help lists the commands, /exit leaves.\n")
-        repl = ChatRepl(chat, out=out, read_line=read_line, interactive=interactive, stream=stream, assume_yes=assume_yes)
-        status = repl.run()
-        running = chat.service.scheduler.status().running
-        if running:
-            names = ", ".join(sorted({item.operation for item in running}))
-            out.write(f"finishing background memory work ({names}) ...\n")
-            out.flush()
+    for notice in scope.notices:
+        out.write(f"note: {notice}\n")
+    out.write(f"MemoryScope chat with {chat.user_name}'s memories ({scope.config.source}).")
+    out.write(" /help lists the commands, /exit leaves.\n")
+    repl = ChatRepl(
+        chat, out=out, read_line=read_line, interactive=interactive, stream=stream, assume_yes=assume_yes, sleep=sleep
+    )
+    status = repl.run()
+    running = chat.service.scheduler.status().running
+    if running:
+        names = ", ".join(sorted({item.operation for item in running}))
+        out.write(f"finishing background memory work ({names}) ...\n")
+        out.flush()
     return status
 
 
@@ -294,6 +351,22 @@ def _count(argument: str, default: int) -> int:
         raise MemoryScopeError(f"expected a number, got {argument!r}") from None
     if value < 0:
         raise MemoryScopeError(f"expected a number of turns (0 or more), got {value}")
+    return value
+
+
+def _keywords(argument: str) -> dict[str, str]:
+    """`query=I like tea memory_id=x` → {"query": "I like tea", "memory_id": "x"} (a value runs to the next key)."""
+    parts = _KEYWORD.split(argument)
+    return {parts[index]: parts[index + 1].strip() for index in range(1, len(parts) - 1, 2)}
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise MemoryScopeError(f"refresh_time must be a number of seconds, got {text!r}") from None
+    if value <= 0:
+        raise MemoryScopeError(f"refresh_time must be more than 0 seconds, got {text!r}")
     return value
 
 

@@ -113,6 +113,7 @@ class Scheduler:
         self._timer: threading.Thread | None = None
         self._wake = threading.Event()
         self._started = False
+        self._paused = False
         self._closing = False
         self._closed = False
 
@@ -132,6 +133,16 @@ class Scheduler:
             self._executor = ThreadPoolExecutor(self.threads, thread_name_prefix=f"memoryscope-scheduler-{self.service_name}")
             self._timer = threading.Thread(target=self._tick, name=f"memoryscope-timer-{self.service_name}", daemon=True)
         self._timer.start()
+
+    def pause(self) -> None:
+        """Stop starting operations by trigger (runs going on finish; `run_now` still runs)."""
+        with self._state:
+            self._paused = True
+
+    def resume(self) -> None:
+        """Start operations by trigger again after `pause`."""
+        with self._state:
+            self._paused = False
 
     def notify(self, user_name: str, target_name: str = "", workspace: str = "") -> None:
         """News for the user (new messages, say): check their triggers soon, off this thread."""
@@ -274,7 +285,7 @@ class Scheduler:
 
     def _submit(self, scope: Scope) -> None:
         with self._state:
-            if not self._started or self._closing or self._executor is None:
+            if not self._started or self._paused or self._closing or self._executor is None:
                 return
             if scope in self._queued:
                 self._recheck.add(scope)  # coalesced: the running job checks once more before it ends

@@ -1,16 +1,25 @@
 """The memory service: runs the configured operations by name, each on a fresh context, and owns
-the background scheduler of its backend operations."""
+the background scheduler of its backend operations.
+
+MemoryScope 0.1.x's service calls work too: `service.consolidate_memory()` (any configured
+operation, as a method, with 0.1.x keywords such as `role_name=`, `query=`, `memory_id=`,
+returning readable text), `init_service()`, `start_backend_service()`, `stop_backend_service()`,
+`human_name`, `assistant_name`, `op_description_dict`.
+"""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field
 
+from memoryscope.compat.inputs import caller_inputs
+from memoryscope.config.schema import GlobalSettings
 from memoryscope.context import CALLER_FIELDS, MemoryContext
 from memoryscope.errors import MemoryScopeError, UnknownNameError
 from memoryscope.registry import Registry
@@ -63,7 +72,18 @@ class MemoryService:
         human_name: str = Field("user", description="How memories name the user when the chat gives no name.")
         assistant_name: str = Field("assistant", description="How the assistant is named in prompts.")
         history_msg_count: int = Field(100, gt=0, description="Chat turns a chat keeps in memory (0.1.x key).")
-        contextual_msg_count: int = Field(6, ge=0, description="Recent turns sent with each chat request.")
+        contextual_msg_max_count: int = Field(
+            10,
+            ge=0,
+            validation_alias=AliasChoices("contextual_msg_max_count", "contextual_msg_count"),
+            description="Most recent turns a chat sends with each request (0.1.x key; `contextual_msg_count` too).",
+        )
+        contextual_msg_min_count: int = Field(
+            0,
+            ge=0,
+            description="0.1.x key (consolidate only with this many new turns); accepted: here `trigger_messages` of "
+            "consolidate_memory decides when it runs by itself.",
+        )
         bootstrap_service: bool = Field(False, description="0.1.x key; accepted and unused.")
         enable_scheduler: bool = Field(True, description="Run backend operations in the background when triggers fire.")
         scheduler_threads: int = Field(2, gt=0, description="Threads for background operations (users run side by side).")
@@ -81,10 +101,12 @@ class MemoryService:
         operations: Mapping[str, Operation],
         executor: ThreadPoolExecutor,
         store: MemoryStore | None = None,
+        settings: GlobalSettings | None = None,
     ) -> None:
         self.name = name
         self.params = params
         self.operations = dict(operations)
+        self.settings = settings or GlobalSettings()
         self._executor = executor
         self._closed = threading.Event()
         self.scheduler = Scheduler(
@@ -104,8 +126,11 @@ class MemoryService:
         """Start the background scheduler (when `enable_scheduler`); `MemoryScope` calls this once built."""
         self.scheduler.start()
 
-    def run_operation(self, name: str, user_name: str, **caller_fields: Any) -> RunResult:
-        """Run operation `name` for `user_name`; caller fields are MemoryContext inputs (`query=...`)."""
+    def run_operation(self, name: str, user_name: str | None = None, **caller_fields: Any) -> RunResult:
+        """Run operation `name` for `user_name` (default `human_name`); caller fields are
+        MemoryContext inputs (`query=...`). `role_name=` names the user as in 0.1.x."""
+        role_name = caller_fields.pop("role_name", None)
+        user_name = user_name or role_name or self.params.human_name
         if self._closed.is_set():
             raise MemoryScopeError(f"service {self.name!r} is closed")
         operation = self.operations.get(name)
@@ -125,6 +150,13 @@ class MemoryService:
             self.notify_messages(user_name, context.target_name, context.workspace)
         return result
 
+    def run_as_text(self, name: str, role_name: str | None = None, **legacy_inputs: Any) -> str:
+        """Run `name` as MemoryScope 0.1.x did: 0.1.x keywords in (`query=`, `memory_id=`,
+        `timestamp=`), readable text out; for `role_name` (default `human_name`)."""
+        inputs = caller_inputs(name, legacy_inputs, self.settings.tzinfo)
+        result = self.run_operation(name, role_name or self.params.human_name, **inputs)
+        return result.readable(name, self.settings.language, self.settings.tzinfo)
+
     def notify_messages(self, user_name: str, target_name: str = "", workspace: str = "") -> None:
         """New messages of the user (in that target and workspace) are stored: let the scheduler
         check their triggers."""
@@ -135,6 +167,44 @@ class MemoryService:
         for a running background operation. False when one was abandoned (it writes nothing)."""
         self._closed.set()
         return self.scheduler.close(timeout)
+
+
+    # -- MemoryScope 0.1.x ----------------------------------------------------------------------
+
+    @property
+    def human_name(self) -> str:
+        return self.params.human_name
+
+    @property
+    def assistant_name(self) -> str:
+        return self.params.assistant_name
+
+    @property
+    def op_description_dict(self) -> dict[str, str]:
+        """Each operation's description, by name."""
+        return {name: operation.description for name, operation in self.operations.items()}
+
+    def init_service(self, **_: Any) -> None:
+        """0.1.x built its operations here; they are built with the service now, so this does nothing."""
+
+    def start_backend_service(self, name: str | None = None, **_: Any) -> None:
+        """Let the scheduler run backend operations by their triggers again (after `stop_backend_service`)."""
+        self.scheduler.resume()
+        self.scheduler.start()
+
+    def stop_backend_service(self, wait_service: bool = False) -> None:
+        """Stop running backend operations by trigger (on demand they still run); with
+        `wait_service`, wait for the one running now."""
+        self.scheduler.pause()
+        if wait_service:
+            self.scheduler.wait_idle()
+
+    def __getattr__(self, name: str) -> Callable[..., str]:
+        # 0.1.x: every configured operation is a method, `service.consolidate_memory(role_name="ann")`
+        operations = self.__dict__.get("operations") or {}
+        if name in operations:
+            return partial(self.run_as_text, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r} (nor an operation of that name)")
 
 
 SERVICES: Registry[type[MemoryService]] = Registry("memory service", MemoryService)

@@ -63,7 +63,7 @@ def test_chat_without_an_llm_shows_the_memories_instead_of_a_reply(offline: Memo
     remember(offline, chat.user_name, "My cat is called Mochi")
     response = chat.chat_with_memory(query="what is my cat called?")
     assert "No LLM is configured" in response.message.content
-    assert "Mochi" in response.meta_data["memories"][0]
+    assert "Mochi" in response.meta_data["memory_lines"][0]
     assert "Mochi" in response.message.content
 
 

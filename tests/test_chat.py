@@ -83,7 +83,7 @@ def test_without_an_llm_the_reply_lists_the_memories_with_one_notice(offline: Me
     chat.run_service_operation("add_memory", new_memories=(CAT,))
     first = chat.chat_with_memory("what is my cat called?", query_time=T0)
     assert first.message.content.startswith("No LLM is configured")
-    assert any("Mochi" in line for line in first.meta_data["memories"])
+    assert any("Mochi" in line for line in first.meta_data["memory_lines"])
     assert CAT in first.message.content
     second = chat.chat_with_memory("how old is my cat?", query_time=T0 + timedelta(minutes=1))
     assert "No LLM is configured" not in second.message.content  # said once per chat
@@ -121,7 +121,7 @@ def test_reply_uses_memories_and_the_current_time(online: MemoryScope, server: F
     chat.run_service_operation("add_memory", new_memories=(CAT,))
     response = chat.chat_with_memory("what is my cat called?", query_time=T0)
     assert response.message.content == REPLY
-    assert any(CAT in line for line in response.meta_data["memories"])
+    assert any(CAT in line for line in response.meta_data["memory_lines"])
     timings = response.meta_data["timings"]
     assert {"set_query", "retrieve_obs_ins", "fuse_rerank", "retrieve_memory", "generation"} <= set(timings)
     system = chat_requests(server)[-1].body["messages"][0]["content"]
@@ -152,7 +152,7 @@ def test_async_chat_whole_and_streamed(online: MemoryScope, server: FakeOpenAISe
 
     whole, deltas = asyncio.run(ask())
     assert whole.message.content == REPLY
-    assert any(CAT in line for line in whole.meta_data["memories"])
+    assert any(CAT in line for line in whole.meta_data["memory_lines"])
     assert "".join(deltas) == REPLY and len(deltas) > 1
     assert len(chat.turns) == 2
     assert len(chat_requests(server)) == 2

@@ -3,8 +3,9 @@
     chat = scope.default_memory_chat
     response = chat.chat_with_memory("what instrument do I play?")
     response.message.content, response.meta_data["memories"], response.meta_data["timings"]
+    chat.chat_with_memory("what do I play?", role_name="ann", history_message_strategy=None)  # 0.1.x keywords
     for piece in chat.chat_with_memory("and since when?", stream=True):
-        print(piece.meta_data["delta"], end="")
+        print(piece.delta, end="")
     response = await chat.achat_with_memory("...")          # async; `stream=True` gives an async iterator
     chat.run_service_operation("consolidate_memory")       # a readable line
 
@@ -22,41 +23,30 @@ import time
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field
 
 from memoryscope.chat.base import CHATS, ChatParams, ChatResponse
+from memoryscope.chat.prompt import NO_MEMORIES, SystemPrompt
 from memoryscope.context import Message
+from memoryscope.errors import MemoryScopeError
 from memoryscope.memory import MemoryNode, format_time
 from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.workflow import RunResult
 
 if TYPE_CHECKING:
     from memoryscope.app import MemoryScope
+    from memoryscope.service import MemoryService
 
-__all__ = ["ApiMemoryChat", "ChatTurn", "readable_result"]
+__all__ = ["ApiMemoryChat", "ChatTurn"]
 
-SYSTEM_PROMPTS = {
-    "en": (
-        "You are {assistant}, a helpful assistant with long-term memory of the user, {user}.\n"
-        "The current time is {now}.\n"
-        "What you remember about the user (time-stamped, most relevant first):\n{memories}\n"
-        "Use these memories when they help; do not invent memories."
-    ),
-    "zh": (
-        "你是{assistant}，一个拥有用户（{user}）长期记忆的助手。\n"
-        "现在的时间是 {now}。\n"
-        "你记得的关于用户的信息（带时间，最相关的在前）：\n{memories}\n"
-        "在有帮助时使用这些记忆；不要编造记忆。"
-    ),
-}
-NO_MEMORIES = {"en": "(nothing yet)", "zh": "（暂无）"}
 NO_LLM_NOTICE = {
     "en": "No LLM is configured, so instead of a reply here is what I remember that fits your message:",
     "zh": "未配置大模型，以下是与你的消息相关的记忆（代替回复）：",
 }
 NO_LLM_HEADER = {"en": "What I remember that fits your message:", "zh": "与你的消息相关的记忆："}
+HISTORY_STRATEGIES = "'auto' (the turns not consolidated yet), None (no turns) or a number of recent turns"
 
 
 @dataclass(frozen=True)
@@ -67,11 +57,22 @@ class ChatTurn:
     reply: str
     time: datetime
     stored_ids: tuple[str, ...] = ()
+    user_name: str = ""
+
+
+@dataclass(frozen=True)
+class _Ask:
+    """One call's query and how to treat it."""
+
+    query: str
+    user_name: str
+    time: datetime
+    remember: bool  # keep the turn and store the message (0.1.x `remember_response`)
 
 
 @CHATS.register("api_memory_chat")
 class ApiMemoryChat:
-    """One user's chat. Keeps the recent turns; memories come from the service each turn."""
+    """A chat with memory. Keeps the recent turns; memories come from the service each turn."""
 
     class Params(ChatParams):
         user_name: str = Field("", description="Whose memories; defaults to the service's `human_name`.")
@@ -82,8 +83,9 @@ class ApiMemoryChat:
         self._scope = scope
         self.service = scope.services[params.memory_service]
         self.user_name = params.user_name or self.service.params.human_name
+        self.stream = params.stream
         self.turns: list[ChatTurn] = []
-        self._unanswered: tuple[str, datetime] | None = None  # a query whose reply failed, for `retry`
+        self._unanswered: _Ask | None = None  # a query whose reply failed, for `retry`
         self._told_no_llm = False
 
     @property
@@ -92,9 +94,22 @@ class ApiMemoryChat:
         return self._scope
 
     @property
+    def memory_service(self) -> MemoryService:
+        """The chat's service (MemoryScope 0.1.x's name)."""
+        return self.service
+
+    @property
+    def human_name(self) -> str:
+        return self.user_name
+
+    @property
+    def assistant_name(self) -> str:
+        return self.service.params.assistant_name
+
+    @property
     def history(self) -> list[ChatMessage]:
-        """The kept turns as chat messages, oldest first."""
-        return [message for turn in self.turns for message in _turn_messages(turn)]
+        """This user's kept turns as chat messages, oldest first."""
+        return [message for turn in self._turns_of(self.user_name) for message in _turn_messages(turn)]
 
     def for_user(self, user_name: str) -> ApiMemoryChat:
         """A new chat like this one, for another user's memories."""
@@ -105,39 +120,60 @@ class ApiMemoryChat:
     def chat_with_memory(
         self,
         query: str,
+        role_name: str | None = None,
+        system_prompt: str | None = None,
+        memory_prompt: str | None = None,
+        temporary_memories: str | None = None,
+        history_message_strategy: Literal["auto"] | int | None = "auto",
+        remember_response: bool = True,
+        *,
         history: Sequence[ChatMessage | Mapping[str, str]] | None = None,
         stream: bool | None = None,
         query_time: datetime | None = None,
     ) -> Any:
-        """A `ChatResponse`; with `stream=True` an iterator of them, each with `meta_data["delta"]`.
+        """A `ChatResponse`; with `stream=True` an iterator of them, each with `.delta`.
 
-        `history` (chat messages, or dicts with `role` and `content`) replaces the chat's own
-        turns in the prompt for this call; `query_time` is when the query was asked (default now).
+        The first seven parameters are MemoryScope 0.1.x's, in its order: `role_name` is whose
+        memories (default: the chat's user); `system_prompt` replaces the introduction of the
+        system prompt, `memory_prompt` the words before the memories; `temporary_memories` are
+        added to this turn's memories only; `history_message_strategy` is 'auto' (the user's
+        turns not consolidated yet, at most the service's `contextual_msg_max_count`), None (no
+        earlier turns) or n (the last n turns); `remember_response=False` keeps neither the turn
+        nor its message. `history` (chat messages, or dicts with `role` and `content`) replaces
+        the chat's own turns for this call; `query_time` is when the query was asked (default now).
         """
-        stream = self.params.stream if stream is None else stream
-        now = self._now(query_time)
-        meta = self._meta(self._retrieve(query, now))
+        ask = self._ask(query, role_name, query_time, remember_response)
+        stream = self.stream if stream is None else stream
+        meta = self._meta(self._retrieve(ask))
         model = self._model()
         if model is None:
             response = self._memories_instead(meta)
-            self._remember(query, response.message.content, now)
+            self._remember(ask, response.message.content)
             return iter([_with_delta(response, response.message.content)]) if stream else response
-        messages = self._prompt(query, meta["memories"], now, history)
+        prompt = self._system(ask, meta, system_prompt, memory_prompt, temporary_memories)
+        messages = self._messages(ask, prompt, history, history_message_strategy)
         if stream:
-            return self._stream(model, messages, query, now, meta)
+            return self._stream(model, messages, ask, meta)
         started = time.perf_counter()
         try:
-            reply = model.chat(messages)
+            reply = model.chat(messages, **self.params.generation_model_kwargs)
         except Exception:
-            self._remember_unanswered(query, now)
+            self._remember_unanswered(ask)
             raise
         meta["timings"]["generation"] = time.perf_counter() - started
-        self._remember(query, reply, now)
+        self._remember(ask, reply)
         return ChatResponse(ChatMessage("assistant", reply), meta)
 
     async def achat_with_memory(
         self,
         query: str,
+        role_name: str | None = None,
+        system_prompt: str | None = None,
+        memory_prompt: str | None = None,
+        temporary_memories: str | None = None,
+        history_message_strategy: Literal["auto"] | int | None = "auto",
+        remember_response: bool = True,
+        *,
         history: Sequence[ChatMessage | Mapping[str, str]] | None = None,
         stream: bool | None = None,
         query_time: datetime | None = None,
@@ -147,25 +183,26 @@ class ApiMemoryChat:
         Retrieval and storing run in a worker thread (`asyncio.to_thread`); the reply comes from
         the model's async API, so the event loop is never blocked.
         """
-        stream = self.params.stream if stream is None else stream
-        now = self._now(query_time)
-        meta = self._meta(await asyncio.to_thread(self._retrieve, query, now))
+        ask = self._ask(query, role_name, query_time, remember_response)
+        stream = self.stream if stream is None else stream
+        meta = self._meta(await asyncio.to_thread(self._retrieve, ask))
         model = self._model()
         if model is None:
             response = self._memories_instead(meta)
-            await asyncio.to_thread(self._remember, query, response.message.content, now)
+            await asyncio.to_thread(self._remember, ask, response.message.content)
             return _one(_with_delta(response, response.message.content)) if stream else response
-        messages = self._prompt(query, meta["memories"], now, history)
+        prompt = self._system(ask, meta, system_prompt, memory_prompt, temporary_memories)
+        messages = await asyncio.to_thread(self._messages, ask, prompt, history, history_message_strategy)
         if stream:
-            return self._astream(model, messages, query, now, meta)
+            return self._astream(model, messages, ask, meta)
         started = time.perf_counter()
         try:
-            reply = await model.achat(messages)
+            reply = await model.achat(messages, **self.params.generation_model_kwargs)
         except Exception:
-            await asyncio.to_thread(self._remember_unanswered, query, now)
+            await asyncio.to_thread(self._remember_unanswered, ask)
             raise
         meta["timings"]["generation"] = time.perf_counter() - started
-        await asyncio.to_thread(self._remember, query, reply, now)
+        await asyncio.to_thread(self._remember, ask, reply)
         return ChatResponse(ChatMessage("assistant", reply), meta)
 
     def retry(self, stream: bool | None = None) -> Any:
@@ -174,14 +211,14 @@ class ApiMemoryChat:
         The query keeps its time, so its stored message is not stored twice.
         """
         if self._unanswered is not None:
-            query, asked_at = self._unanswered
+            ask = self._unanswered
         elif self.turns:
             turn = self.turns.pop()
-            query, asked_at = turn.query, turn.time
+            ask = _Ask(turn.query, turn.user_name or self.user_name, turn.time, True)
         else:
             return None
         self._unanswered = None
-        return self.chat_with_memory(query, stream=stream, query_time=asked_at)
+        return self.chat_with_memory(ask.query, ask.user_name, stream=stream, query_time=ask.time)
 
     def pop_turns(self, count: int = 1, forget: bool = True) -> list[ChatTurn]:
         """Undo the last `count` turns: drop them from the chat and, with `forget`, delete the
@@ -191,16 +228,23 @@ class ApiMemoryChat:
         removed = self.turns[len(self.turns) - min(count, len(self.turns)) :]
         del self.turns[len(self.turns) - len(removed) :]
         self._unanswered = None
-        ids = tuple(memory_id for turn in removed for memory_id in turn.stored_ids)
-        if forget and ids and "delete_memory" in self.service.operations:
-            self.service.run_operation("delete_memory", self.user_name, memory_ids=ids)
+        if forget and "delete_memory" in self.service.operations:
+            for user_name in dict.fromkeys(turn.user_name or self.user_name for turn in removed):
+                ids = tuple(i for turn in removed if (turn.user_name or self.user_name) == user_name for i in turn.stored_ids)
+                if ids:
+                    self.service.run_operation("delete_memory", user_name, memory_ids=ids)
         return removed
 
-    def run_service_operation(self, name: str, **inputs: Any) -> str:
-        """Run a service operation for this chat's user; returns its result as readable text."""
-        result = self.service.run_operation(name, self.user_name, **inputs)
-        settings = self._scope.config.settings
-        return readable_result(name, result, settings.language, settings.tzinfo)
+    def run_service_operation(self, name: str, role_name: str | None = None, **inputs: Any) -> str:
+        """Run a service operation for `role_name` (default: this chat's user); returns readable text.
+
+        Inputs are MemoryScope 0.1.x's keywords (`query=`, `memory_id=`, `timestamp=`) or context fields.
+        """
+        return self.service.run_as_text(name, role_name or self.user_name, **inputs)
+
+    def start_backend_service(self, **_: Any) -> None:
+        """MemoryScope 0.1.x: let backend operations run by their triggers (they do unless stopped)."""
+        self.service.start_backend_service()
 
     # -- pieces ------------------------------------------------------------------------------
 
@@ -208,23 +252,36 @@ class ApiMemoryChat:
     def _language(self) -> str:
         return self._scope.config.settings.language
 
-    def _now(self, query_time: datetime | None) -> datetime:
+    def _ask(self, query: str, role_name: str | None, query_time: datetime | None, remember: bool) -> _Ask:
         zone = self._scope.config.settings.tzinfo
         if query_time is None:
-            return datetime.now(zone)
-        return query_time.replace(tzinfo=zone) if query_time.tzinfo is None else query_time
+            moment = datetime.now(zone)
+        else:
+            moment = query_time.replace(tzinfo=zone) if query_time.tzinfo is None else query_time
+        return _Ask(query, role_name or self.user_name, moment, remember)
 
     def _model(self) -> GenerationModel | None:
         return self._scope.env.generation_model(self.params.generation_model, f"memory_chat.{self.name}.generation_model")
 
-    def _retrieve(self, query: str, now: datetime) -> RunResult:
-        return self.service.run_operation(self.params.retrieve_operation, self.user_name, query=query, query_time=now)
+    def _retrieve(self, ask: _Ask) -> RunResult:
+        recent = self._turns_of(ask.user_name)[-self._history_cap() :]
+        said = tuple(message for turn in recent for message in self._said(turn))
+        return self.service.run_operation(
+            self.params.retrieve_operation, ask.user_name, query=ask.query, query_time=ask.time, chat_history=said
+        )
 
     def _meta(self, found: RunResult) -> dict[str, Any]:
         memories = list(found.context.memories)
+        lines = self._format(memories)
         timings = dict(found.timings)
         timings[self.params.retrieve_operation] = found.total_seconds
-        return {"memories": self._format(memories), "memory_ids": [m.memory_id for m in memories], "timings": timings}
+        # `memories` is the text MemoryScope 0.1.x returned; the lines and ids for code that wants them
+        return {
+            "memories": "\n".join(lines),
+            "memory_lines": lines,
+            "memory_ids": [m.memory_id for m in memories],
+            "timings": timings,
+        }
 
     def _format(self, memories: Sequence[MemoryNode]) -> list[str]:
         settings = self._scope.config.settings
@@ -234,97 +291,133 @@ class ApiMemoryChat:
         """The reply without an LLM: the memories found, under one notice per chat."""
         header = (NO_LLM_HEADER if self._told_no_llm else NO_LLM_NOTICE)[self._language]
         self._told_no_llm = True
-        reply = header + "\n" + ("\n".join(meta["memories"]) or NO_MEMORIES[self._language])
+        reply = header + "\n" + (meta["memories"] or NO_MEMORIES[self._language])
         meta["notice"] = NO_LLM_NOTICE[self._language]
         return ChatResponse(ChatMessage("assistant", reply), meta)
 
-    def _prompt(
+    def _system(
         self,
-        query: str,
-        lines: list[str],
-        now: datetime,
-        history: Sequence[ChatMessage | Mapping[str, str]] | None,
-    ) -> list[ChatMessage]:
-        system = SYSTEM_PROMPTS[self._language].format(
-            assistant=self.service.params.assistant_name,
-            user=self.user_name,
-            now=format_time(now, self._language, self._scope.config.settings.tzinfo),
-            memories="\n".join(lines) or NO_MEMORIES[self._language],
+        ask: _Ask,
+        meta: dict[str, Any],
+        system_prompt: str | None,
+        memory_prompt: str | None,
+        temporary_memories: str | None,
+    ) -> ChatMessage:
+        prompt = SystemPrompt(
+            language=self._language,
+            assistant=self.assistant_name,
+            user=ask.user_name,
+            now=format_time(ask.time, self._language, self._scope.config.settings.tzinfo),
+            memories=tuple(meta["memory_lines"]),
+            system_prompt=system_prompt,
+            memory_prompt=memory_prompt,
+            temporary_memories=temporary_memories,
         )
-        recent = [_chat_message(item) for item in history] if history is not None else self.history
-        keep = 2 * self.params.history_message_count
-        return [ChatMessage("system", system), *(recent[-keep:] if keep else []), ChatMessage("user", query)]
+        return ChatMessage("system", prompt.text())
+
+    def _messages(
+        self,
+        ask: _Ask,
+        system: ChatMessage,
+        history: Sequence[ChatMessage | Mapping[str, str]] | None,
+        strategy: Literal["auto"] | int | None,
+    ) -> list[ChatMessage]:
+        if history is not None:
+            recent = [_chat_message(item) for item in history][-2 * self._history_cap() :]
+        else:
+            recent = [message for turn in self._history_turns(ask.user_name, strategy) for message in _turn_messages(turn)]
+        return [system, *recent, ChatMessage("user", ask.query)]
+
+    def _history_cap(self) -> int:
+        count = self.params.history_message_count
+        return self.service.params.contextual_msg_max_count if count is None else count
+
+    def _turns_of(self, user_name: str) -> list[ChatTurn]:
+        return [turn for turn in self.turns if (turn.user_name or self.user_name) == user_name]
+
+    def _history_turns(self, user_name: str, strategy: Literal["auto"] | int | None) -> list[ChatTurn]:
+        """The earlier turns sent with a query, by 0.1.x's `history_message_strategy`."""
+        if strategy is None or strategy is False:
+            return []
+        if strategy == "auto":
+            return self._pending(self._turns_of(user_name))[-self._history_cap() :] if self._history_cap() else []
+        if isinstance(strategy, int) and not isinstance(strategy, bool) and strategy >= 0:
+            return self._turns_of(user_name)[-strategy:] if strategy else []
+        raise MemoryScopeError(f"history_message_strategy must be {HISTORY_STRATEGIES}, got {strategy!r}")
+
+    def _pending(self, turns: list[ChatTurn]) -> list[ChatTurn]:
+        """The turns whose messages consolidation has not taken in yet (all of them without a store)."""
+        store = self._scope.store
+        ids = [memory_id for turn in turns for memory_id in turn.stored_ids]
+        if store is None or not ids:
+            return turns
+        consolidated = {node.memory_id for node in store.get(ids) if node.reflected}
+        return [turn for turn in turns if not turn.stored_ids or not set(turn.stored_ids) <= consolidated]
+
+    def _said(self, turn: ChatTurn) -> tuple[Message, ...]:
+        user = turn.user_name or self.user_name
+        return (
+            Message("user", turn.query, turn.time, name=user),
+            Message("assistant", turn.reply, turn.time, name=self.assistant_name),
+        )
 
     def _stream(
-        self, model: GenerationModel, messages: list[ChatMessage], query: str, now: datetime, meta: dict[str, Any]
+        self, model: GenerationModel, messages: list[ChatMessage], ask: _Ask, meta: dict[str, Any]
     ) -> Iterator[ChatResponse]:
         pieces: list[str] = []
         started = time.perf_counter()
         try:
-            for delta in model.stream_chat(messages):
+            for delta in model.stream_chat(messages, **self.params.generation_model_kwargs):
                 pieces.append(delta)
                 yield _with_delta(ChatResponse(ChatMessage("assistant", "".join(pieces)), _copy(meta)), delta)
         except GeneratorExit:  # the caller stopped reading: the turn is what they saw
-            self._remember(query, "".join(pieces), now)
+            self._remember(ask, "".join(pieces))
             raise
         except Exception:
-            self._remember_unanswered(query, now)
+            self._remember_unanswered(ask)
             raise
         meta["timings"]["generation"] = time.perf_counter() - started
-        self._remember(query, "".join(pieces), now)
+        self._remember(ask, "".join(pieces))
 
     async def _astream(
-        self, model: GenerationModel, messages: list[ChatMessage], query: str, now: datetime, meta: dict[str, Any]
+        self, model: GenerationModel, messages: list[ChatMessage], ask: _Ask, meta: dict[str, Any]
     ) -> AsyncIterator[ChatResponse]:
         pieces: list[str] = []
         started = time.perf_counter()
         try:
-            async for delta in model.astream_chat(messages):
+            async for delta in model.astream_chat(messages, **self.params.generation_model_kwargs):
                 pieces.append(delta)
                 yield _with_delta(ChatResponse(ChatMessage("assistant", "".join(pieces)), _copy(meta)), delta)
         except GeneratorExit:  # closed early: store on this thread, an await is not allowed here
-            self._remember(query, "".join(pieces), now)
+            self._remember(ask, "".join(pieces))
             raise
         except Exception:
-            await asyncio.to_thread(self._remember_unanswered, query, now)
+            await asyncio.to_thread(self._remember_unanswered, ask)
             raise
         meta["timings"]["generation"] = time.perf_counter() - started
-        await asyncio.to_thread(self._remember, query, "".join(pieces), now)
+        await asyncio.to_thread(self._remember, ask, "".join(pieces))
 
-    def _store(self, query: str, now: datetime) -> tuple[str, ...]:
+    def _store(self, ask: _Ask) -> tuple[str, ...]:
         """Keep the user's message as a conversation memory (this also notifies the scheduler)."""
-        if self.params.store_operation not in self.service.operations or not query.strip():
+        if self.params.store_operation not in self.service.operations or not ask.query.strip():
             return ()
-        message = Message(role="user", content=query, time=now, name=self.user_name)
-        result = self.service.run_operation(self.params.store_operation, self.user_name, messages=(message,))
+        message = Message(role="user", content=ask.query, time=ask.time, name=ask.user_name)
+        result = self.service.run_operation(self.params.store_operation, ask.user_name, messages=(message,))
         return tuple(result.context.details.get("stored_message_ids", ()))
 
-    def _remember(self, query: str, reply: str, now: datetime) -> None:
-        stored = self._store(query, now)
-        self.turns.append(ChatTurn(query, reply, now, stored))
-        del self.turns[: max(len(self.turns) - self.service.params.history_msg_count, 0)]
+    def _remember(self, ask: _Ask, reply: str) -> None:
         self._unanswered = None
+        if not ask.remember:
+            return
+        stored = self._store(ask)
+        self.turns.append(ChatTurn(ask.query, reply, ask.time, stored, ask.user_name))
+        del self.turns[: max(len(self.turns) - self.service.params.history_msg_count, 0)]
 
-    def _remember_unanswered(self, query: str, now: datetime) -> None:
+    def _remember_unanswered(self, ask: _Ask) -> None:
         """The reply failed: the message was still said, so it is stored; `retry` asks it again."""
-        self._unanswered = (query, now)
-        self._store(query, now)
-
-
-def readable_result(name: str, result: RunResult, language: str = "en", tz: Any = None) -> str:
-    """What an operation did, for a person: its result text, else its memories, else that it is done."""
-    context = result.context
-    if context.result:
-        text = context.result
-    elif context.memories:
-        text = "\n".join(memory.format(language, tz) for memory in context.memories)
-    elif result.stopped:
-        text = f"{name}: stopped: {result.stopped}"
-    else:
-        text = f"{name}: done"
-    if result.skipped:
-        text += f"\n({name} skipped {', '.join(result.skipped)}: no LLM configured)"
-    return text
+        self._unanswered = ask
+        if ask.remember:
+            self._store(ask)
 
 
 def _turn_messages(turn: ChatTurn) -> list[ChatMessage]:
@@ -342,7 +435,7 @@ def _copy(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def _with_delta(response: ChatResponse, delta: str) -> ChatResponse:
-    response.meta_data["delta"] = delta
+    response.delta = response.meta_data["delta"] = delta
     return response
 
 

@@ -21,15 +21,24 @@ class ChatParams(BaseModel):
     stream: bool = Field(False, description="Stream replies by default.")
     retrieve_operation: str = Field("retrieve_memory", description="Operation that finds memories for a query.")
     store_operation: str = Field("read_message", description="Operation that keeps the chat's messages, if configured.")
-    history_message_count: int = Field(6, ge=0, description="Recent turns sent with each request.")
+    history_message_count: int | None = Field(
+        None, ge=0, description="Most recent turns sent with each request; default: the service's `contextual_msg_max_count`."
+    )
+    generation_model_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Options sent with every reply request (temperature, top_p, ...); 0.1.x key."
+    )
 
 
 @dataclass
 class ChatResponse:
-    """A reply: `.message.content`, and `.meta_data["memories"]` (time-stamped lines) plus timings."""
+    """A reply: `.message.content`; `.meta_data["memories"]`, the memories used as time-stamped
+    lines in one text (as MemoryScope 0.1.x gave it), `"memory_lines"` and `"memory_ids"` the
+    same one by one, `"timings"` seconds per step. Streamed, `.delta` is the new text."""
 
     message: ChatMessage
     meta_data: dict[str, Any] = field(default_factory=dict)
+    delta: str = ""
+    status: bool = True  # 0.1.x's flag; a failed reply raises here instead
 
 
 CHATS: Registry[type[Any]] = Registry("chat", None, ("memoryscope.chat",))

@@ -6,7 +6,7 @@ config = load_config("my.yaml", overrides={"global.language": "zh"})
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +22,20 @@ def load_config(
     source: str | Path | Mapping[str, Any],
     overrides: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
+    *,
+    adjust: Callable[[dict[str, Any]], None] | None = None,
 ) -> Config:
-    """A validated config from a shipped name, a YAML path, or an already-parsed dict."""
+    """A validated config from a shipped name, a YAML path, or an already-parsed dict.
+
+    `adjust` may change the raw dict after it is read and before it is translated and checked
+    (MemoryScope 0.1.x `Arguments` are set this way).
+    """
     if isinstance(source, Mapping):
         raw, label = dict(source), "config"
     else:
         raw, label = read_config_source(source, overrides, environ)
+    if adjust is not None:
+        adjust(raw)
     notices: list[str] = []
     if is_legacy(raw):
         try:

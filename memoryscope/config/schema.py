@@ -99,6 +99,7 @@ class Config:
     services: Mapping[str, ServiceSpec] = field(default_factory=dict)
     chats: Mapping[str, ComponentSpec] = field(default_factory=dict)
     notices: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()  # things that work but should change (a key written in the config)
 
 
 def validate_config(raw: Mapping[str, Any], source: str = "config", notices: tuple[str, ...] = ()) -> Config:

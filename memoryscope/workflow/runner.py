@@ -24,7 +24,7 @@ from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from time import perf_counter
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 from memoryscope.context import MemoryContext
 from memoryscope.errors import UnknownNameError, WorkerError
@@ -48,6 +48,22 @@ class RunResult:
     stopped: str  # the reason a worker gave to `ctx.stop`, or ""
     total_seconds: float
     skipped: tuple[str, ...] = ()  # workers that were reached but not run (see `skip`)
+
+    def readable(self, operation: str, language: str = "en", tz: Any = None) -> str:
+        """What the run did, for a person: its result text, else its memories (time-stamped, one
+        per line), else that it stopped or is done."""
+        context = self.context
+        if context.result:
+            text = context.result
+        elif context.memories:
+            text = "\n".join(memory.format(language, tz) for memory in context.memories)
+        elif self.stopped:
+            text = f"{operation}: stopped: {self.stopped}"
+        else:
+            text = f"{operation}: done"
+        if self.skipped:
+            text += f"\n({operation} skipped {', '.join(self.skipped)}: no LLM configured)"
+        return text
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,55 @@
+"""The system prompt of a chat turn: who is who, the time, and what is remembered.
+
+Its parts may be replaced per call as MemoryScope 0.1.x allowed: `system_prompt` replaces the
+introduction (who the assistant is, the time), `memory_prompt` the words put before the
+memories, and `temporary_memories` are added after the retrieved ones for this call only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["SystemPrompt", "NO_MEMORIES"]
+
+INTRODUCTIONS = {
+    "en": "You are {assistant}, a helpful assistant with long-term memory of the user, {user}.\nThe current time is {now}.",
+    "zh": "你是{assistant}，一个拥有用户（{user}）长期记忆的助手。\n现在的时间是 {now}。",
+}
+MEMORY_HEADERS = {
+    "en": "What you remember about the user (time-stamped, most relevant first):",
+    "zh": "你记得的关于用户的信息（带时间，最相关的在前）：",
+}
+MEMORY_FOOTERS = {
+    "en": "Use these memories when they help; do not invent memories.",
+    "zh": "在有帮助时使用这些记忆；不要编造记忆。",
+}
+NO_MEMORIES = {"en": "(nothing yet)", "zh": "（暂无）"}
+
+
+@dataclass(frozen=True)
+class SystemPrompt:
+    """The parts of one turn's system prompt; `text()` joins them."""
+
+    language: str
+    assistant: str
+    user: str
+    now: str
+    memories: tuple[str, ...] = ()
+    system_prompt: str | None = None  # replaces the introduction
+    memory_prompt: str | None = None  # replaces the words before the memories (and the advice after)
+    temporary_memories: str | None = None  # added after the memories, this turn only
+
+    def text(self) -> str:
+        introduction = self.system_prompt
+        if introduction is None:
+            introduction = INTRODUCTIONS[self.language].format(assistant=self.assistant, user=self.user, now=self.now)
+        remembered = list(self.memories)
+        if self.temporary_memories and self.temporary_memories.strip():
+            remembered.append(self.temporary_memories.strip())
+        if self.memory_prompt is not None:
+            # 0.1.x's form: the memory prompt and the memories, only when there are memories
+            parts = [introduction, self.memory_prompt, *remembered] if remembered else [introduction]
+        else:
+            body = "\n".join(remembered) or NO_MEMORIES[self.language]
+            parts = [introduction, MEMORY_HEADERS[self.language], body, MEMORY_FOOTERS[self.language]]
+        return "\n".join(part.strip() for part in parts if part.strip())
