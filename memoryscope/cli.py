@@ -10,6 +10,7 @@ import argparse
 import json
 import logging
 import sys
+import types
 from collections.abc import Callable, Sequence
 from functools import partial
 
@@ -133,6 +134,20 @@ def _run(args: argparse.Namespace) -> int:
         if result.stopped:
             print(f"stopped: {result.stopped}")
     return 0
+
+
+
+class _CallableModule(types.ModuleType):
+    """This module, callable: MemoryScope 0.1.x's launch scripts run `from memoryscope import cli; cli()`."""
+
+    def __call__(self, argv: Sequence[str] | None = None) -> int:
+        status = main(argv)
+        if status:
+            raise SystemExit(status)
+        return status
+
+
+sys.modules[__name__].__class__ = _CallableModule
 
 
 if __name__ == "__main__":

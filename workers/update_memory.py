@@ -18,6 +18,7 @@ __all__ = ["UpdateMemoryWorker"]
 
 # MemoryScope 0.1 method names → ours.
 _ALIASES = {"from_query": "add", "delete_memory": "delete", "modify_action_status": "delete"}
+_PAGE = 1000
 _CONSOLIDATION = "is MemoryScope 0.1's consolidation writer; here it is its own worker: use `class: store_memory`"
 _MESSAGES = {
     "en": {
@@ -46,7 +47,8 @@ class UpdateMemoryWorker(Worker):
     - `add`: each of `new_memories` (or else the query, as in MemoryScope 0.1) becomes an
       `obs_customized` memory said at `query_time` (default: now).
     - `delete`: the memories with the ids in `memory_ids`, if they are this user's (same user,
-      target and workspace); other ids are reported as unknown and never touched.
+      target and workspace); other ids are reported as unknown and never touched. Without ids,
+      the user's memories whose text is exactly the query (MemoryScope 0.1's `query=` form).
     - `delete_all`: every memory of this user, target and workspace.
 
     `result` says what was done; `details` has the ids (`added`, `deleted`, `unknown_ids`) or the
@@ -122,6 +124,8 @@ class UpdateMemoryWorker(Worker):
 
     def _delete(self, ctx: MemoryContext) -> None:
         asked = list(dict.fromkeys(memory_id.strip() for memory_id in ctx.memory_ids if memory_id.strip()))
+        if not asked and ctx.query.strip():
+            asked = self._ids_with_text(ctx, ctx.query.strip())
         if not asked:
             ctx.details["deleted"] = []
             ctx.details["unknown_ids"] = []
@@ -141,6 +145,15 @@ class UpdateMemoryWorker(Worker):
         if unknown:
             result += self._messages["unknown"].format(ids=", ".join(unknown))
         ctx.result = result
+
+    def _ids_with_text(self, ctx: MemoryContext, text: str) -> list[str]:
+        """Ids of the user's memories whose content is exactly `text` (scanned page by page)."""
+        ids: list[str] = []
+        offset = 0
+        while page := self._store.scan(_scope(ctx), limit=_PAGE, offset=offset):
+            ids.extend(node.memory_id for node in page if node.content.strip() == text)
+            offset += len(page)
+        return ids
 
     def _aware(self, moment: datetime | None) -> datetime:
         if moment is None:
