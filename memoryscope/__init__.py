@@ -29,4 +29,3 @@ def __getattr__(name: str) -> Any:
         globals()[name] = value
         return value
     raise AttributeError(f"module 'memoryscope' has no attribute {name!r}")
-

@@ -254,6 +254,6 @@ def _missing_settings(spec: ModelSpec) -> str:
     if api_base is not None and not str(api_base).strip():
         return "no api_base"
     key_env = getattr(spec.params, "api_key_env", None)
-    if key_env and not os.environ.get(str(key_env)):
+    if key_env and not getattr(spec.params, "api_key", None) and not os.environ.get(str(key_env)):
         return f"environment variable {key_env} is not set"
     return ""

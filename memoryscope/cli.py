@@ -85,6 +85,8 @@ def _check_config(args: argparse.Namespace) -> int:
             continue
         operations = sum(len(service.operations) for service in config.services.values())
         print(f"ok   {source}: {len(config.models)} models, {len(config.workers)} workers, {operations} operations")
+        for warning in config.warnings:
+            print(f"     warning: {warning}")
         for notice in config.notices:
             print(f"     note: {notice}")
     return 1 if failed else 0
@@ -134,7 +136,6 @@ def _run(args: argparse.Namespace) -> int:
         if result.stopped:
             print(f"stopped: {result.stopped}")
     return 0
-
 
 
 class _CallableModule(types.ModuleType):

@@ -168,7 +168,6 @@ class MemoryService:
         self._closed.set()
         return self.scheduler.close(timeout)
 
-
     # -- MemoryScope 0.1.x ----------------------------------------------------------------------
 
     @property

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from memoryscope.config.legacy import is_legacy, translate_legacy
+from memoryscope.config.legacy import translate_legacy
 from memoryscope.config.schema import Config, GlobalSettings, validate_config
 from memoryscope.config.source import read_config_source, shipped_config_names
 from memoryscope.errors import ConfigError
@@ -28,7 +28,9 @@ def load_config(
     """A validated config from a shipped name, a YAML path, or an already-parsed dict.
 
     `adjust` may change the raw dict after it is read and before it is translated and checked
-    (MemoryScope 0.1.x `Arguments` are set this way).
+    (MemoryScope 0.1.x `Arguments` are set this way). `environ` (default: the process
+    environment) fills `${VAR}`, applies `MEMORYSCOPE__...` overrides, and gives 0.1.x OpenAI
+    backends their endpoint (`OPENAI_BASE_URL`).
     """
     if isinstance(source, Mapping):
         raw, label = dict(source), "config"
@@ -36,10 +38,8 @@ def load_config(
         raw, label = read_config_source(source, overrides, environ)
     if adjust is not None:
         adjust(raw)
-    notices: list[str] = []
-    if is_legacy(raw):
-        try:
-            raw, notices = translate_legacy(raw)
-        except ConfigError as error:
-            raise ConfigError(error.problems, source=label) from None
-    return validate_config(raw, source=label, notices=tuple(notices))
+    try:
+        raw, notices, warnings = translate_legacy(raw, environ)
+    except ConfigError as error:
+        raise ConfigError(error.problems, source=label) from None
+    return validate_config(raw, source=label, notices=tuple(notices), warnings=tuple(warnings))

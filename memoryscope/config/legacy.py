@@ -4,15 +4,22 @@
 `core.worker.frontend.set_query_worker`, ...) and model backends by `openai_generation`-style
 names, and read API keys from fixed environment variables. This module rewrites such a config
 into ours before validation. Parts that do nothing here (the dummy worker, the monitor, logger
-settings) are dropped with a notice; anything else we do not support is reported together in
-one ConfigError.
+settings, keys no class used) are dropped with a notice; anything else we do not support is
+reported together in one ConfigError.
+
+Class paths are translated when the config uses any (`is_legacy`); the model vocabulary of
+`legacy_models` in every config, since `Arguments` put 0.1.x backend names into our own configs.
 """
 
 from __future__ import annotations
 
 import copy
+import os
+from collections.abc import Mapping
 from typing import Any
 
+from memoryscope.config.legacy_keys import Findings, translate_store_keys, translate_worker_keys
+from memoryscope.config.legacy_models import translate_models
 from memoryscope.errors import ConfigError
 
 __all__ = ["translate_legacy", "is_legacy"]
@@ -28,36 +35,40 @@ _CLASS_PATHS = {
     "core.operation.frontend_operation": "frontend_operation",
     "core.operation.backend_operation": "backend_operation",
     "core.operation.consolidate_memory_op": "consolidate_memory_op",
+    "contrib.example_query_worker": "rewrite_query",
 }
+_LEGACY_PREFIXES = ("core.", "contrib.")
 _WORKER_PREFIXES = ("core.worker.frontend.", "core.worker.backend.")
 _DROPPED_WORKERS = {"core.worker.dummy_worker"}
 _DROPPED_GLOBAL_KEYS = {"logger_name", "logger_name_time_suffix", "logger_to_screen"}
 
-# 0.1.x module_name → (ours, defaults it implied: where the key came from, which endpoint)
-_MODULE_NAMES: dict[str, tuple[str, dict[str, Any]]] = {
-    "openai_generation": ("openai", {"api_key_env": "OPENAI_API_KEY"}),
-    "dashscope_generation": ("dashscope", {"api_key_env": "DASHSCOPE_API_KEY"}),
-    "openai_embedding": ("bge_embedding", {"api_base": "https://api.openai.com/v1", "api_key_env": "OPENAI_API_KEY"}),
-    "dashscope_embedding": (
-        "bge_embedding",
-        {"api_base": "https://dashscope.aliyuncs.com/compatible-mode/v1", "api_key_env": "DASHSCOPE_API_KEY"},
-    ),
-    "dashscope_rank": ("dashscope_rank", {"api_key_env": "DASHSCOPE_API_KEY"}),
-}
-_ES_KEYS = {"es_url": "hosts"}
-
 
 def is_legacy(data: dict[str, Any]) -> bool:
-    """True when any `class:` in the config is a 0.1.x `core.*` path."""
-    return any(str(cls).startswith("core.") for cls in _all_classes(data))
+    """True when any `class:` in the config is a 0.1.x path (`core.*`, `contrib.*`)."""
+    return any(str(cls).startswith(_LEGACY_PREFIXES) for cls in _all_classes(data))
 
 
-def translate_legacy(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
-    """Our config equivalent to the 0.1.x `data`, and notices about what was dropped."""
+def translate_legacy(
+    data: dict[str, Any], environ: Mapping[str, str] | None = None
+) -> tuple[dict[str, Any], list[str], list[str]]:
+    """Our config equivalent to `data`, with notices (what was dropped or chosen) and warnings.
+
+    `environ` (default: the process environment) is where 0.1.x backends found their endpoints.
+    """
     out = copy.deepcopy(data)
-    notices: list[str] = []
-    problems: list[tuple[str, str]] = []
+    findings = Findings()
+    if is_legacy(out):
+        _translate_classes(out, findings)
+        translate_worker_keys(out.get("worker"), findings)
+        translate_store_keys(out.get("memory_store"), findings)
+    translate_models(out.get("model"), os.environ if environ is None else environ, findings)
+    if findings.problems:
+        raise ConfigError([(where, f"{message} (MemoryScope 0.1 config)") for where, message in findings.problems])
+    return out, findings.notices, findings.warnings
 
+
+def _translate_classes(out: dict[str, Any], findings: Findings) -> None:
+    notices, problems = findings.notices, findings.problems
     settings = out.get("global")
     if isinstance(settings, dict):
         for key in sorted(_DROPPED_GLOBAL_KEYS & set(settings)):
@@ -80,8 +91,6 @@ def translate_legacy(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
                 notices.append(f"{where}: MemoryScope 0.1 dummy worker dropped (it did nothing)")
                 continue
             _translate_class(entry, where, problems)
-            if section == "model":
-                _translate_module_name(entry, where, problems)
 
     services = out.get("memory_service")
     if isinstance(services, dict):
@@ -98,22 +107,18 @@ def translate_legacy(data: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     store = out.get("memory_store")
     if isinstance(store, dict):
         _translate_class(store, "memory_store", problems)
-        if "hybrid_alpha" in store:
-            store.pop("hybrid_alpha")
-            notices.append("memory_store.hybrid_alpha: dropped; hybrid search fuses by reciprocal rank here")
-        for old, new in _ES_KEYS.items():
-            if old in store:
-                value = store.pop(old)
-                store[new] = [value] if isinstance(value, str) else value
 
-    if problems:
-        raise ConfigError([(where, f"{message} (MemoryScope 0.1 config)") for where, message in problems])
-    return out, notices
+    if isinstance(settings, dict) and settings.get("enable_ranker") is False and isinstance(out.get("model"), dict):
+        # 0.1.x built a model on first use, so with the ranker off a rank model without its key
+        # never failed; here models are built up front, so such a model is left out instead.
+        for entry in out["model"].values():
+            if isinstance(entry, dict) and entry.get("class") == "llama_index_rank_model":
+                entry.setdefault("required", False)
 
 
 def _translate_class(entry: dict[str, Any], where: str, problems: list[tuple[str, str]]) -> None:
     cls = entry.get("class")
-    if not isinstance(cls, str) or not cls.startswith("core."):
+    if not isinstance(cls, str) or not cls.startswith(_LEGACY_PREFIXES):
         return
     if cls in _CLASS_PATHS:
         entry["class"] = _CLASS_PATHS[cls]
@@ -128,22 +133,21 @@ def _translate_class(entry: dict[str, Any], where: str, problems: list[tuple[str
         if cls.startswith(prefix):
             entry["class"] = cls[len(prefix) :].removesuffix("_worker")
             return
+    if cls.startswith("contrib."):
+        problems.append(
+            (
+                f"{where}.class",
+                f"{cls!r} is a custom MemoryScope 0.1 worker: port it to the Worker contract of memoryscope.worker "
+                "(reads, writes, Params, run) and name it by its registered name or dotted path",
+            )
+        )
+        return
     problems.append(
         (
             f"{where}.class",
             f"{cls!r} is not supported by this version; known 0.1 classes: {', '.join(sorted(_CLASS_PATHS))} and core.worker.*",
         )
     )
-
-
-def _translate_module_name(entry: dict[str, Any], where: str, problems: list[tuple[str, str]]) -> None:
-    module_name = entry.get("module_name")
-    if not isinstance(module_name, str) or module_name not in _MODULE_NAMES:
-        return
-    ours, implied = _MODULE_NAMES[module_name]
-    entry["module_name"] = ours
-    for key, value in implied.items():
-        entry.setdefault(key, value)
 
 
 def _all_classes(data: dict[str, Any]) -> list[Any]:

@@ -3,7 +3,10 @@
 `validate_config(raw)` resolves every `class:` through its kind's registry, validates every
 entry's keys against that class's `Params` model, parses and checks every workflow, and checks
 every cross-reference (a store's or worker's model key, a chat's service). All problems are
-collected and raised together as one ConfigError, each with its YAML path.
+collected and raised together as one ConfigError, each with its YAML path. An entry that is
+broken itself is reported once: what refers to it (a workflow naming a broken worker, a store
+naming a broken model) is not reported again. Things that load but deserve the user's attention
+(an API key written in the config) come back as `Config.warnings`.
 """
 
 from __future__ import annotations
@@ -102,9 +105,11 @@ class Config:
     warnings: tuple[str, ...] = ()  # things that work but should change (a key written in the config)
 
 
-def validate_config(raw: Mapping[str, Any], source: str = "config", notices: tuple[str, ...] = ()) -> Config:
+def validate_config(
+    raw: Mapping[str, Any], source: str = "config", notices: tuple[str, ...] = (), warnings: tuple[str, ...] = ()
+) -> Config:
     checker = _Checker()
-    config = checker.run(raw, source, notices)
+    config = checker.run(raw, source, notices, warnings)
     if checker.problems:
         raise ConfigError(checker.problems, source=source)
     return config
@@ -115,11 +120,13 @@ class _Checker:
 
     def __init__(self) -> None:
         self.problems: list[tuple[str, str]] = []
+        self.warnings: list[str] = []
+        self.broken_models: frozenset[str] = frozenset()
 
     def problem(self, where: str, message: str) -> None:
         self.problems.append((where, message))
 
-    def run(self, raw: Mapping[str, Any], source: str, notices: tuple[str, ...]) -> Config:
+    def run(self, raw: Mapping[str, Any], source: str, notices: tuple[str, ...], warnings: tuple[str, ...]) -> Config:
         from memoryscope.models.registry import MODEL_CLASSES
 
         for key in raw:
@@ -134,6 +141,7 @@ class _Checker:
             for name, entry in self.mapping(raw.get("model"), "model").items()
             if (model_spec := self.model(name, entry, MODEL_CLASSES)) is not None
         }
+        self.broken_models = frozenset(self.mapping(raw.get("model"), "model")) - frozenset(models)
         store = self.store(raw.get("memory_store"), models)
         workers = {
             name: worker_spec
@@ -153,7 +161,7 @@ class _Checker:
             if (spec := self.component("chat", f"memory_chat.{name}", entry)) is not None
         }
         self.chat_references(chats, services, models)
-        return Config(source, settings, models, store, workers, services, chats, notices)
+        return Config(source, settings, models, store, workers, services, chats, notices, (*warnings, *self.warnings))
 
     # -- pieces --------------------------------------------------------------------------------
 
@@ -179,7 +187,7 @@ class _Checker:
                     message = f"unknown key.{hint} Known: {', '.join(known)}"
                 elif item["type"] == "missing":
                     message = "required key is missing"
-                else:
+                elif _shows_input(item):
                     message = f"{message} (got {item.get('input')!r})"
                 self.problem(path, message)
             return None
@@ -218,7 +226,14 @@ class _Checker:
             self.problems.extend(getattr(error, "problems", [(where, str(error))]))
             return None
         params = self.params(cls.Params, values, where)
-        return None if params is None else ModelSpec(where, cls, params, role=role, required=bool(required))
+        if params is None:
+            return None
+        if getattr(params, "api_key", None) is not None:
+            self.warnings.append(
+                f"{where}.api_key: an API key is written in the config; keep it in the environment instead: "
+                "`api_key_env: NAME` with `export NAME=...`"
+            )
+        return ModelSpec(where, cls, params, role=role, required=bool(required))
 
     def store(self, entry: Any, models: Mapping[str, ModelSpec]) -> ComponentSpec | None:
         if entry is None:
@@ -242,8 +257,8 @@ class _Checker:
                     self.reference(f"{spec.where}.{role}_model", key, models, role)
 
     def reference(self, where: str, key: Any, models: Mapping[str, ModelSpec], role: str) -> None:
-        if key is None:
-            return
+        if key is None or key in self.broken_models:
+            return  # a broken model entry is reported once, at the entry
         if key not in models:
             close = closest(str(key), models)
             hint = f" Did you mean {close!r}?" if close else ""
@@ -291,6 +306,12 @@ class _Checker:
                 close = closest(str(service), services)
                 hint = f" Did you mean {close!r}?" if close else ""
                 self.problem(f"{spec.where}.memory_service", f"no service {service!r} under `memory_service:`.{hint}")
+
+
+def _shows_input(item: Any) -> bool:
+    """Whether a validation error may quote its input: never a secret, nor a whole entry (which may hold one)."""
+    secret = any(str(part).endswith(("api_key", "password", "secret", "token")) for part in item["loc"])
+    return not secret and not isinstance(item.get("input"), Mapping)
 
 
 def _caller_fields() -> frozenset[str]:

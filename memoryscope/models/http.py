@@ -10,7 +10,13 @@ Every backend that talks to a server goes through here, so all of them behave al
 - every failure is one `ModelError` naming backend, model and endpoint, with a short reason
   (status code and a snippet of the body, or the connection error). The API key is never part
   of a message, a log line or a repr: it is read from the environment variable named by
-  `api_key_env` when the model is built, and kept only in a private attribute.
+  `api_key_env` when the model is built (or taken from an inline `api_key:`, held as a
+  `SecretStr`), and kept only in a private attribute.
+
+`api_base` is the API's base URL. MemoryScope 0.1.x walkthroughs often give the full endpoint
+instead (`.../v1/embeddings`), and call the key `base_url`: both are read, and the backend's own
+endpoint path (`endpoint_path` on its Params) is cut off, so requests never go to
+`.../v1/embeddings/embeddings`.
 """
 
 from __future__ import annotations
@@ -25,9 +31,9 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-from pydantic import Field
+from pydantic import ConfigDict, Field, SecretStr, field_validator, model_validator
 
 from memoryscope.errors import ModelError
 from memoryscope.models.base import ModelParams
@@ -59,9 +65,23 @@ _ERRNO_REASON = re.compile(r"\[Errno -?\d+\][^'\")]*")
 class RemoteParams(ModelParams):
     """Keys shared by every backend that calls a server."""
 
-    api_base: str = Field(..., description="Base URL of the API, e.g. `https://api.siliconflow.cn/v1`.")
+    # An inline key must not reach an error message through the echoed input.
+    model_config = ConfigDict(hide_input_in_errors=True)
+
+    # The path the backend appends to `api_base` (`/embeddings`, `/rerank`, ...).
+    endpoint_path: ClassVar[str] = ""
+
+    api_base: str = Field(
+        ...,
+        description="Base URL of the API, e.g. `https://api.siliconflow.cn/v1` (also read as `base_url`; "
+        "a full endpoint URL is cut back to the base).",
+    )
     api_key_env: str | None = Field(
         default=None, description="Name of the environment variable holding the API key; None sends no key."
+    )
+    api_key: SecretStr | None = Field(
+        default=None,
+        description="The API key itself (MemoryScope 0.1 style; prefer `api_key_env`). Used before `api_key_env`; never shown.",
     )
     timeout: float = Field(default=60.0, gt=0, description="Seconds to wait for one request before giving up on it.")
     max_retries: int = Field(
@@ -70,8 +90,47 @@ class RemoteParams(ModelParams):
     retry_backoff_s: float = Field(default=0.5, ge=0, description="Wait before the first retry; doubled for each further retry.")
     retry_max_wait_s: float = Field(default=20.0, ge=0, description="Longest wait between attempts, `Retry-After` included.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _read_base_url(cls, values: Any) -> Any:
+        if not isinstance(values, dict) or "base_url" not in values:
+            return values
+        values = dict(values)
+        base_url = values.pop("base_url")
+        if "api_base" in values and _base(values["api_base"], cls.endpoint_path) != _base(base_url, cls.endpoint_path):
+            raise ValueError(
+                f"api_base ({values['api_base']!r}) and base_url ({base_url!r}) are two names for one key and differ; keep one"
+            )
+        values["api_base"] = base_url
+        return values
+
+    @field_validator("api_base")
+    @classmethod
+    def _cut_endpoint_path(cls, value: str) -> str:
+        return _base(value, cls.endpoint_path)
+
+    @field_validator("api_key", mode="before")
+    @classmethod
+    def _blank_key_is_none(cls, value: Any) -> Any:
+        # `api_key: ""` in 0.1.x configs meant "no key here": the environment variable applies.
+        return None if isinstance(value, str) and not value.strip() else value
+
     def retry_policy(self) -> RetryPolicy:
         return RetryPolicy(self.max_retries, self.retry_backoff_s, self.retry_max_wait_s)
+
+    def endpoint(self) -> str:
+        """The URL requests go to: `api_base` and the backend's endpoint path."""
+        return self.api_base + self.endpoint_path
+
+
+def _base(url: Any, endpoint_path: str) -> Any:
+    """`url` without trailing slashes and without `endpoint_path` at its end."""
+    if not isinstance(url, str):
+        return url  # the field's own type check reports it
+    base = url.strip().rstrip("/")
+    if endpoint_path and base.endswith(endpoint_path):
+        base = base[: -len(endpoint_path)].rstrip("/")
+    return base
 
 
 @dataclass(frozen=True)
@@ -130,8 +189,12 @@ def connection_reason(error: BaseException) -> str:
     return found.group(0).strip() if found else snippet(text or type(error).__name__)
 
 
-def read_api_key(env_name: str | None, *, backend: str, model: str, endpoint: str) -> str | None:
-    """The key in `os.environ[env_name]`; None when no variable is named."""
+def read_api_key(
+    env_name: str | None, *, backend: str, model: str, endpoint: str, api_key: SecretStr | None = None
+) -> str | None:
+    """The inline `api_key` when given, else the key in `os.environ[env_name]`; None when neither is named."""
+    if api_key is not None:
+        return api_key.get_secret_value()
     if env_name is None:
         return None
     key = os.environ.get(env_name, "").strip()
@@ -319,8 +382,8 @@ class JsonHttpClient(RemoteCaller):
 
 
 def json_client(params: RemoteParams, backend: str, endpoint: str) -> JsonHttpClient:
-    """The HTTP client of one remote model: its key read from `api_key_env`, its retry policy and timeout."""
-    key = read_api_key(params.api_key_env, backend=backend, model=params.model_name, endpoint=endpoint)
+    """The HTTP client of one remote model: its key (`api_key`, else `api_key_env`), its retry policy and timeout."""
+    key = read_api_key(params.api_key_env, backend=backend, model=params.model_name, endpoint=endpoint, api_key=params.api_key)
     return JsonHttpClient(
         backend=backend,
         model=params.model_name,

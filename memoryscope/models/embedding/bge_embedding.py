@@ -3,8 +3,9 @@
 Each batch of at most `batch_size` texts is one request, `POST {api_base}/embeddings` with the
 body `{"model": ..., "input": [...], "encoding_format": "float"}` and a bearer key. Rows come
 back ordered by their `index` (servers may answer out of order), L2-normalised, as float32. The
-vector size is `dimensions` when given, else learned from the first reply; asking for it
-before any call makes one small probe call. Sync calls use requests, async ones aiohttp.
+vector size is `dimensions` when given (sent to the server only with `send_dimensions`), else
+learned from the first reply; asking for it before any call makes one small probe call. Sync
+calls use requests, async ones aiohttp.
 
 `as_llama_index()` wraps the model as a LlamaIndex `BaseEmbedding` for LlamaIndex pipelines.
 """
@@ -14,7 +15,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from functools import cache
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from pydantic import Field
@@ -35,18 +36,27 @@ class BgeEmbedding(EmbeddingModel):
     backend = "bge_embedding"
 
     class Params(RemoteParams):
+        endpoint_path: ClassVar[str] = "/embeddings"
+
         model_name: str = Field(default="BAAI/bge-m3", description="The embedding model as the server knows it.")
         batch_size: int = Field(default=32, gt=0, description="Texts per request.")
         dimensions: int | None = Field(
-            default=None, gt=0, description="Vector size, when known (not sent); else learned from the first reply."
+            default=None,
+            gt=0,
+            description="Vector size, when known; else learned from the first reply. Sent only with `send_dimensions`.",
         )
         query_prefix: str = Field(
             default="", description="Put before each query, for models that want an instruction (bge v1.5: `Represent ...: `)."
         )
         passage_prefix: str = Field(default="", description="Put before each passage (memory) text.")
+        send_dimensions: bool = Field(
+            default=False,
+            description="Send `dimensions` in each request, for models that shorten their vectors to it "
+            "(OpenAI text-embedding-3; MemoryScope 0.1's `openai_embedding` did).",
+        )
 
     def __init__(self, params: Params) -> None:
-        endpoint = f"{params.api_base.rstrip('/')}/embeddings"
+        endpoint = params.endpoint()
         super().__init__(params.model_name, endpoint=endpoint)
         self.params = params
         self._client = json_client(params, self.backend, endpoint)
@@ -96,7 +106,10 @@ class BgeEmbedding(EmbeddingModel):
         return np.vstack([await self._aembed_batch(batch) for batch in self._batches(texts)])
 
     def _body(self, batch: list[str]) -> dict[str, Any]:
-        return {"model": self.params.model_name, "input": batch, "encoding_format": "float"}
+        body: dict[str, Any] = {"model": self.params.model_name, "input": batch, "encoding_format": "float"}
+        if self.params.send_dimensions and self.params.dimensions is not None:
+            body["dimensions"] = self.params.dimensions
+        return body
 
     def _embed_batch(self, batch: list[str]) -> np.ndarray:
         with self.usage.measure() as tokens:

@@ -53,7 +53,9 @@ class DashScopeGeneration(OpenAILikeGeneration):
             super().__init__(params)
             return
         self.params = params
-        key = read_api_key(params.api_key_env, backend=self.backend, model=params.model_name, endpoint=_NATIVE_ENDPOINT)
+        key = read_api_key(
+            params.api_key_env, backend=self.backend, model=params.model_name, endpoint=_NATIVE_ENDPOINT, api_key=params.api_key
+        )
         LlamaIndexGeneration.__init__(  # skips OpenAILikeGeneration's set-up: no OpenAI client here
             self,
             _native_llm(params, key),

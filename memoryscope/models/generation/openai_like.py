@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -27,6 +27,8 @@ _NO_KEY = "no-key"
 
 class OpenAICompatibleParams(RemoteParams):
     """Keys of every OpenAI-compatible generation backend."""
+
+    endpoint_path: ClassVar[str] = "/chat/completions"
 
     model_name: str = Field(..., description="The model's name as the server knows it, e.g. `Qwen/Qwen2.5-7B-Instruct`.")
     api_base: str = Field(
@@ -57,8 +59,10 @@ class OpenAILikeGeneration(LlamaIndexGeneration):
         import openai  # imported here: modules are imported at discovery, clients only when built
 
         self.params = params
-        endpoint = f"{params.api_base.rstrip('/')}/chat/completions"
-        key = read_api_key(params.api_key_env, backend=self.backend, model=params.model_name, endpoint=endpoint)
+        endpoint = params.endpoint()
+        key = read_api_key(
+            params.api_key_env, backend=self.backend, model=params.model_name, endpoint=endpoint, api_key=params.api_key
+        )
         self._api_key_for_client = key or _NO_KEY
         call_options: dict[str, Any] = {}
         if params.max_tokens is not None:  # per call, so a call's own `max_tokens=` can override it

@@ -17,7 +17,7 @@ import math
 from collections.abc import Sequence
 from datetime import datetime
 from functools import cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pydantic import Field
 
@@ -38,15 +38,16 @@ class BgeRank(RankModel):
     """Scores memories with a remote cross-encoder; thread-safe."""
 
     backend = "bge_rank"
-    endpoint_path = "/rerank"
     results_field = "results"
 
     class Params(RemoteParams):
+        endpoint_path: ClassVar[str] = "/rerank"
+
         model_name: str = Field(default="BAAI/bge-reranker-v2-m3", description="The reranker as the server knows it.")
         top_n: int = Field(default=500, gt=0, description="Most documents scored per call; the rest score -inf.")
 
     def __init__(self, params: Params) -> None:
-        endpoint = params.api_base.rstrip("/") + self.endpoint_path
+        endpoint = params.endpoint()
         super().__init__(params.model_name, endpoint=endpoint)
         self.params = params
         self._client = json_client(params, self.backend, endpoint)

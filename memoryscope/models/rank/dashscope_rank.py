@@ -8,7 +8,7 @@ for memories beyond `top_n`, `as_postprocessor()`) is as in `bge_rank`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import Field
 
@@ -23,10 +23,11 @@ class DashScopeRank(BgeRank):
     """Scores memories with DashScope's gte-rerank."""
 
     backend = "dashscope_rank"
-    endpoint_path = "/services/rerank/text-rerank/text-rerank"
     results_field = "output.results"
 
     class Params(BgeRank.Params):
+        endpoint_path: ClassVar[str] = "/services/rerank/text-rerank/text-rerank"
+
         model_name: str = Field(default="gte-rerank", description="A DashScope rerank model, e.g. `gte-rerank`, `gte-rerank-v2`.")
         api_base: str = Field(default="https://dashscope.aliyuncs.com/api/v1", description="DashScope's API base.")
         api_key_env: str | None = Field(default="DASHSCOPE_API_KEY", description="Environment variable with the DashScope key.")
