@@ -40,7 +40,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="memoryscope", description="Long-term memory for LLM chatbots and agents.")
+    parser = argparse.ArgumentParser(
+        prog="memoryscope",
+        description="Long-term memory for LLM chatbots and agents.",
+        epilog="MemoryScope 0.1.x's form starts the chat too: memoryscope --config_path=PATH, or memoryscope "
+        "--language=en --generation_backend=openai_generation ... (flags named after Arguments fields).",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
 
     check = commands.add_parser("check-config", help="validate a config; print every problem")

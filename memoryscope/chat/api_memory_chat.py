@@ -340,7 +340,9 @@ class ApiMemoryChat:
         if strategy is None or strategy is False:
             return []
         if strategy == "auto":
-            return self._pending(self._turns_of(user_name))[-self._history_cap() :] if self._history_cap() else []
+            # consolidation takes messages oldest first, so the pending turns are among the latest
+            cap = self._history_cap()
+            return self._pending(self._turns_of(user_name)[-cap:]) if cap else []
         if isinstance(strategy, int) and not isinstance(strategy, bool) and strategy >= 0:
             return self._turns_of(user_name)[-strategy:] if strategy else []
         raise MemoryScopeError(f"history_message_strategy must be {HISTORY_STRATEGIES}, got {strategy!r}")
