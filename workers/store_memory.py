@@ -22,6 +22,7 @@ _PARTS = {
         "reflected": ("reflected on {n} observation", "reflected on {n} observations"),
         "nothing": "nothing to store",
         "separator": ", ",
+        "dropped": "; left out {n} deleted meanwhile",
     },
     "zh": {
         "observations": ("保存了 {n} 条观察", "保存了 {n} 条观察"),
@@ -31,6 +32,7 @@ _PARTS = {
         "reflected": ("反思了 {n} 条观察", "反思了 {n} 条观察"),
         "nothing": "没有需要保存的内容",
         "separator": "，",
+        "dropped": "；{n} 条在此期间已被删除，未写回",
     },
 }
 
@@ -43,6 +45,11 @@ class StoreMemoryWorker(Worker):
     reflected. Every node written gets `updated_at` = now. Either all of it lands or none does,
     so a failed or killed run leaves the messages pending for the next one, and a rerun adds
     nothing twice (the nodes' ids are deterministic).
+
+    A user's delete is never undone: every node the run loaded is written back only if it
+    still exists at write time, and a new memory only if what it was drawn from still does
+    (the store checks inside the same write, `MemoryStore.upsert(requires=...)`). What is left
+    out so is counted in `details[<worker name>]["dropped"]` and said in `result`.
 
     `result` is a readable summary ("stored 3 observations, expired 1, consolidated 5
     messages"); `details[<worker name>]` has the counts and the ids written. Whatever fields an
@@ -57,6 +64,10 @@ class StoreMemoryWorker(Worker):
         "expired_memories",
         "updated_insights",
         "unreflected_observations",
+        "today_memories",
+        "insights",
+        "observations",
+        "timed_observations",
     )
     writes: ClassVar[tuple[str, ...]] = ("result", "details")
 
@@ -86,8 +97,7 @@ class StoreMemoryWorker(Worker):
         written = [
             node.replace(updated_at=now, reflected=node.reflected or node.memory_id in consolidated) for node in nodes.values()
         ]
-        if written:
-            self._store.upsert(written)
+        dropped = self._store.upsert(written, requires=_requirements(ctx, written)) if written else []
         counts = {
             "observations": len(ctx.new_observations),
             "insights": len(ctx.updated_insights),
@@ -95,16 +105,38 @@ class StoreMemoryWorker(Worker):
             "messages": len(ctx.pending_messages),
             "reflected": len(ctx.unreflected_observations),
         }
-        ctx.details[self.name] = {**counts, "written": len(written), "memory_ids": [node.memory_id for node in written]}
-        ctx.result = self._summary(counts)
+        kept = [node.memory_id for node in written if node.memory_id not in set(dropped)]
+        ctx.details[self.name] = {**counts, "written": len(kept), "memory_ids": kept, "dropped": len(dropped)}
+        ctx.result = self._summary(counts, len(dropped))
 
-    def _summary(self, counts: dict[str, int]) -> str:
+    def _summary(self, counts: dict[str, int], dropped: int) -> str:
         words = _PARTS.get(self._language, _PARTS["en"])
         parts = []
         for key, count in counts.items():
             if count:
                 singular, plural = words[key]
                 parts.append((singular if count == 1 else plural).format(n=count))
-        if not parts:
-            return str(words["nothing"])
-        return str(words["separator"]).join(parts)
+        text = str(words["separator"]).join(parts) if parts else str(words["nothing"])
+        return text + str(words["dropped"]).format(n=dropped) if dropped else text
+
+
+def _requirements(ctx: MemoryContext, written: list[MemoryNode]) -> dict[str, tuple[str, ...]]:
+    """For each node to write, the memories that must still exist for it to be written: itself,
+    when the run loaded it (it existed then), and the loaded memories it was drawn from (its
+    source messages, or observations sharing them)."""
+    groups = (ctx.pending_messages, ctx.unreflected_observations, ctx.today_memories, ctx.insights)
+    loaded = {node.memory_id: node for group in groups for node in group}
+    made_here = {node.memory_id for group in (ctx.observations, ctx.timed_observations, ctx.new_observations) for node in group}
+    # an expired memory existed before the run (found by a search, say), unless this run made it
+    loaded.update((node.memory_id, node) for node in ctx.expired_memories if node.memory_id not in made_here)
+    requirements: dict[str, tuple[str, ...]] = {}
+    for node in written:
+        sources = set(node.source_message_ids)
+        needed = [
+            memory_id
+            for memory_id, other in loaded.items()
+            if memory_id in (node.memory_id, *sources) or not sources.isdisjoint(other.source_message_ids)
+        ]
+        if needed:
+            requirements[node.memory_id] = tuple(needed)
+    return requirements

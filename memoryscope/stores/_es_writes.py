@@ -7,7 +7,7 @@ naming what failed and what was written.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -16,7 +16,7 @@ from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryNode, embedding_text, utc_now
 from memoryscope.stores import _es_connection as connection
 from memoryscope.stores import _es_queries as queries
-from memoryscope.stores.base import MemoryFilter
+from memoryscope.stores.base import MemoryFilter, required_ids, unmet_requirements
 
 if TYPE_CHECKING:
     from memoryscope.stores.elasticsearch_store import ElasticsearchMemoryStore
@@ -36,8 +36,18 @@ class BulkWriteError(StoreError):
         super().__init__(message)
 
 
-def upsert(store: ElasticsearchMemoryStore, nodes: Sequence[MemoryNode], vectors: np.ndarray | None) -> None:
-    """Index the nodes (create or replace). Not atomic: see `BulkWriteError`."""
+def upsert(
+    store: ElasticsearchMemoryStore,
+    nodes: Sequence[MemoryNode],
+    vectors: np.ndarray | None,
+    requires: Mapping[str, Collection[str]] | None = None,
+) -> list[str]:
+    """Index the nodes (create or replace). Not atomic: see `BulkWriteError`.
+
+    With `requires`, the required memories are read before the write and again after it: a node
+    whose requirements are gone before is not sent, and one whose requirements went while it
+    was written is deleted again (Elasticsearch has no transaction to hold both in one step).
+    """
     nodes = list(nodes)
     for node in nodes:
         if not isinstance(node, MemoryNode):
@@ -47,11 +57,35 @@ def upsert(store: ElasticsearchMemoryStore, nodes: Sequence[MemoryNode], vectors
     keep = sorted({node.memory_id: index for index, node in enumerate(nodes)}.values())
     nodes = [nodes[index] for index in keep]
     if not nodes:
-        return
+        return []
     store.ensure_index()
     store._require_current_model("upsert")
     rows = given[keep] if given is not None else stored_or_fresh_vectors(store, nodes)
-    documents = [queries.node_to_document(node, queries.stored_vector(row)) for node, row in zip(nodes, rows, strict=True)]
+    dropped = unmet_requirements(requires, present_ids(store, required_ids(requires))) if requires else set()
+    documents = [
+        queries.node_to_document(node, queries.stored_vector(row))
+        for node, row in zip(nodes, rows, strict=True)
+        if node.memory_id not in dropped
+    ]
+    _bulk_index(store, documents)
+    if requires:
+        late = unmet_requirements(requires, present_ids(store, required_ids(requires))) - dropped
+        if late:
+            delete(store, sorted(late))
+            dropped |= late
+    return [node.memory_id for node in nodes if node.memory_id in dropped]
+
+
+def present_ids(store: ElasticsearchMemoryStore, memory_ids: Sequence[str]) -> set[str]:
+    """Which of `memory_ids` exist now."""
+    if not memory_ids:
+        return set()
+    with store._calling("checking which memories exist"):
+        response = store._client.mget(index=store.index_name, ids=list(memory_ids), source=False)
+    return {doc["_id"] for doc in response["docs"] if doc.get("found")}
+
+
+def _bulk_index(store: ElasticsearchMemoryStore, documents: list[dict[str, Any]]) -> None:
     failed: dict[str, str] = {}
     written: list[str] = []
     for start in range(0, len(documents), BULK_BATCH):

@@ -13,7 +13,7 @@ reads `iter_all` and `user_counts` walk the whole store, for export, migration a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
@@ -72,11 +72,23 @@ class MemoryStore(ABC):
     dimension: int  # of `embedding_model`
 
     @abstractmethod
-    def upsert(self, nodes: Sequence[MemoryNode], vectors: np.ndarray | None = None) -> None:
+    def upsert(
+        self,
+        nodes: Sequence[MemoryNode],
+        vectors: np.ndarray | None = None,
+        *,
+        requires: Mapping[str, Collection[str]] | None = None,
+    ) -> list[str]:
         """Insert or replace `nodes` atomically: all land or none do.
 
         Vectors: the given rows, else the stored vector when the content is unchanged, else
         the embedding model's passage vector.
+
+        `requires` maps a node's id to memory ids that must still exist when the write happens
+        (what a background run loaded, and what a new memory was drawn from): a node whose
+        required memories are gone, deleted while the run worked, is not written, so a user's
+        delete is never undone. The check is part of the write. Returns the ids of the nodes
+        left out so ([] without `requires`).
         """
 
     @abstractmethod
@@ -166,6 +178,16 @@ class MemoryStore(ABC):
 
 
 STORES: Registry[type[MemoryStore]] = Registry("memory store", MemoryStore, ("memoryscope.stores",))
+
+
+def unmet_requirements(requires: Mapping[str, Collection[str]], present: Collection[str]) -> set[str]:
+    """The node ids of `requires` some of whose required memories are not `present`."""
+    return {node_id for node_id, needed in requires.items() if any(memory_id not in present for memory_id in needed)}
+
+
+def required_ids(requires: Mapping[str, Collection[str]]) -> list[str]:
+    """Every memory id `requires` names, once."""
+    return list(dict.fromkeys(memory_id for needed in requires.values() for memory_id in needed))
 
 
 def unit_rows(vectors: Any, count: int, dimension: int, model_name: str, what: str) -> np.ndarray:

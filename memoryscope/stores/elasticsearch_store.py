@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -254,9 +254,16 @@ class ElasticsearchMemoryStore(MemoryStore):
 
     # ---- writing ------------------------------------------------------------------------------
 
-    def upsert(self, nodes: Sequence[MemoryNode], vectors: np.ndarray | None = None) -> None:
-        """Index the nodes (create or replace). Not atomic: see `BulkWriteError`."""
-        writes.upsert(self, nodes, vectors)
+    def upsert(
+        self,
+        nodes: Sequence[MemoryNode],
+        vectors: np.ndarray | None = None,
+        *,
+        requires: Mapping[str, Collection[str]] | None = None,
+    ) -> list[str]:
+        """Index the nodes (create or replace). Not atomic: see `BulkWriteError`; `requires`: see
+        `MemoryStore.upsert` and `_es_writes.upsert`."""
+        return writes.upsert(self, nodes, vectors, requires)
 
     def _bulk(
         self, operations: list[dict[str, Any]], action: str, *, index: str | None = None, refresh: str | None = None

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,16 @@ from memoryscope.stores._sqlite_schema import (
     validate_filter,
 )
 from memoryscope.stores._sqlite_search import Searcher, load_nodes
-from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode, unit_rows, validated_params
+from memoryscope.stores.base import (
+    STORES,
+    MemoryFilter,
+    MemoryStore,
+    SearchMode,
+    required_ids,
+    unit_rows,
+    unmet_requirements,
+    validated_params,
+)
 from memoryscope.text import keyword_text
 
 __all__ = ["SqliteMemoryStore"]
@@ -167,7 +176,13 @@ class SqliteMemoryStore(MemoryStore):
 
     # ---- writing ------------------------------------------------------------------------------
 
-    def upsert(self, nodes: Sequence[MemoryNode], vectors: np.ndarray | None = None) -> None:
+    def upsert(
+        self,
+        nodes: Sequence[MemoryNode],
+        vectors: np.ndarray | None = None,
+        *,
+        requires: Mapping[str, Collection[str]] | None = None,
+    ) -> list[str]:
         nodes = list(nodes)
         for node in nodes:
             if not isinstance(node, MemoryNode):
@@ -179,7 +194,7 @@ class SqliteMemoryStore(MemoryStore):
         keep = sorted(last_index.values())
         nodes = [nodes[index] for index in keep]
         if not nodes:
-            return
+            return []
         rows = [node_to_row(node) for node in nodes]
         words = [keyword_text(node) for node in nodes]
         with self._connections.errors():
@@ -191,7 +206,22 @@ class SqliteMemoryStore(MemoryStore):
             with self._connections.write_transaction() as connection:
                 if given is None:
                     new_vectors = self._embed_changed(connection, nodes, new_vectors)
-                self._write_rows(connection, nodes, rows, words, new_vectors)
+                # checked inside the write transaction: a delete lands wholly before or after it
+                dropped = unmet_requirements(requires, self._present(connection, required_ids(requires))) if requires else set()
+                kept = [index for index, node in enumerate(nodes) if node.memory_id not in dropped]
+                self._write_rows(
+                    connection,
+                    [nodes[index] for index in kept],
+                    [rows[index] for index in kept],
+                    [words[index] for index in kept],
+                    {position: new_vectors[index] for position, index in enumerate(kept) if index in new_vectors},
+                )
+        return [node.memory_id for node in nodes if node.memory_id in dropped]
+
+    @staticmethod
+    def _present(connection: sqlite3.Connection, memory_ids: Sequence[str]) -> set[str]:
+        query = f"SELECT memory_id FROM memories WHERE memory_id IN {_IDS_PARAM}"
+        return {row[0] for row in connection.execute(query, (json.dumps(list(memory_ids)),))}
 
     def _embed_changed(
         self, connection: sqlite3.Connection, nodes: Sequence[MemoryNode], known: dict[int, np.ndarray]

@@ -91,6 +91,28 @@ class StoreContract(SearchCases, WholeStoreCases):
         for name in ("created_at", "updated_at", "event_time", "message_time", "last_accessed_at"):
             assert getattr(back, name).utcoffset() is not None, name
 
+    def test_upsert_skips_nodes_whose_required_memories_are_gone(self, store: MemoryStore) -> None:
+        """A background run writes back what it loaded only while it still exists: a delete in
+        between sticks (the check is part of the write)."""
+        kept = make_node("message kept", memory_id="m-kept")
+        gone = make_node("message deleted meanwhile", memory_id="m-gone")
+        self.upsert_with_random_vectors(store, [kept, gone])
+        store.delete(["m-gone"])
+        written = [
+            kept.replace(reflected=True),
+            gone.replace(reflected=True),
+            make_node("fact from the kept message", memory_id="o-kept", source_message_ids=("m-kept",)),
+            make_node("fact from the deleted message", memory_id="o-gone", source_message_ids=("m-gone",)),
+            make_node("fact without requirements", memory_id="o-free"),
+        ]
+        requires = {"m-kept": ("m-kept",), "m-gone": ("m-gone",), "o-kept": ("m-kept",), "o-gone": ("m-gone",)}
+        dropped = store.upsert(written, unit_vectors(len(written), store.dimension), requires=requires)
+        assert sorted(dropped) == ["m-gone", "o-gone"]
+        assert sorted(ids(store.scan(self.ann))) == ["m-kept", "o-free", "o-kept"]
+        [back] = store.get(["m-kept"])
+        assert back.reflected is True
+        assert store.upsert([make_node("plain", memory_id="p")], unit_vectors(1, store.dimension)) == []
+
     def test_get_keeps_asked_order_and_skips_missing(self, store: MemoryStore) -> None:
         nodes = [make_node(f"fact {index}", memory_id=f"id-{index}") for index in range(3)]
         self.upsert_with_random_vectors(store, nodes)

@@ -376,6 +376,21 @@ def test_upsert_keeps_stored_vectors_of_unchanged_content_and_embeds_the_rest_on
     assert [line.get("vector") for line in lines[1::2]] == [HALVES, E2, E3]
 
 
+def test_upsert_with_requirements_reads_them_before_and_after_the_bulk(
+    server: FakeElasticsearch, store: ElasticsearchMemoryStore
+) -> None:
+    store.upsert([node("m1", "I play the guitar")], vectors=np.asarray([E1]))
+    dropped = store.upsert(
+        [node("m1", "I play the guitar", reflected=True), node("o1", "plays the guitar", source_message_ids=("m1",)), node("o2")],
+        vectors=np.asarray([E1, E2, E3]),
+        requires={"m1": ("m1",), "o1": ("m1",), "o2": ("m2",)},  # m2 is gone (deleted meanwhile)
+    )
+    assert dropped == ["o2"]
+    checks = [r for r in server.requests if r.path == f"/{INDEX}/_mget" and r.params == {"_source": "false"}]
+    assert [r.body for r in checks] == [{"ids": ["m1", "m2"]}, {"ids": ["m1", "m2"]}]  # before and after the write
+    assert [line["index"]["_id"] for line in last(server, "_bulk").body if "index" in line] == ["m1", "o1"]
+
+
 def test_a_repeated_id_in_one_batch_keeps_the_last(server: FakeElasticsearch, store: ElasticsearchMemoryStore) -> None:
     store.upsert([node("a", "first"), node("a", "second")], vectors=np.asarray([E1, E2]))
     assert [line for line in last(server, "_bulk").body if "index" in line] == [{"index": {"_id": "a"}}]

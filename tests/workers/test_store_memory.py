@@ -88,11 +88,27 @@ def test_nothing_to_store(store: Any) -> None:
 
 
 def test_chinese_summary(store: Any, make_node: Make) -> None:
-    ctx = MemoryContext(
-        user_name="ann", new_observations=(make_node("小王会弹吉他"),), pending_messages=(message("我会弹吉他", make_node),)
-    )
+    said = message("我会弹吉他", make_node)
+    store.upsert([said])  # a run's pending messages come from the store
+    ctx = MemoryContext(user_name="ann", new_observations=(make_node("小王会弹吉他"),), pending_messages=(said,))
     storer(store, language="zh").run(ctx)
     assert ctx.result == "保存了 1 条观察，整理了 1 条消息"
+
+
+def test_what_was_deleted_since_the_run_loaded_it_is_left_out_and_said(store: Any, make_node: Make) -> None:
+    kept, deleted = message("I play the guitar", make_node), message("I live in Hangzhou", make_node)
+    store.upsert([kept, deleted])
+    store.delete([deleted.memory_id])  # the user deletes it while the run works
+    facts = (
+        make_node("ann plays the guitar", source_message_ids=(kept.memory_id,)),
+        make_node("ann lives in Hangzhou", source_message_ids=(deleted.memory_id,)),
+    )
+    ctx = MemoryContext(user_name="ann", pending_messages=(kept, deleted), new_observations=facts)
+    storer(store).run(ctx)
+    stored = sorted(node.content for node in store.scan(MemoryFilter(user_name="ann")))
+    assert stored == ["I play the guitar", "ann plays the guitar"]
+    assert ctx.details["store_memory"]["dropped"] == 2
+    assert ctx.result == "stored 2 observations, consolidated 2 messages; left out 2 deleted meanwhile"
 
 
 class BrokenEmbedding(EmbeddingModel):
@@ -126,3 +142,25 @@ def test_a_failed_write_stores_nothing_and_leaves_messages_pending(
         runner.run(ctx)
     assert store.count(MemoryFilter(user_name="ann", memory_types=(MemoryType.OBSERVATION,))) == 0
     assert store.count(MemoryFilter(user_name="ann", reflected=False)) == 1
+
+
+def test_reflection_does_not_bring_back_deleted_observations_or_insights_drawn_from_them(store: Any, make_node: Make) -> None:
+    said = message("I play the guitar", make_node)
+    seen = make_node("ann plays the guitar", source_message_ids=(said.memory_id,))
+    other = make_node("ann lives in Hangzhou", source_message_ids=("m-other",))
+    old_insight = make_node("hobby: reading", memory_type=MemoryType.INSIGHT, key="hobby", value="reading")
+    store.upsert([said, seen, other, old_insight])
+    store.delete([seen.memory_id, old_insight.memory_id])  # deleted while the reflection run works
+    insight = old_insight.replace(content="hobby: guitar", value="guitar", source_message_ids=(said.memory_id,))
+    home = make_node("home: Hangzhou", memory_type=MemoryType.INSIGHT, key="home", source_message_ids=("m-other",))
+    ctx = MemoryContext(
+        user_name="ann",
+        unreflected_observations=(seen, other),
+        insights=(old_insight,),
+        updated_insights=(insight, home),
+    )
+    storer(store).run(ctx)
+    stored = {node.content: node for node in store.scan(MemoryFilter(user_name="ann"))}
+    assert sorted(stored) == ["I play the guitar", "ann lives in Hangzhou", "home: Hangzhou"]
+    assert stored["ann lives in Hangzhou"].reflected
+    assert ctx.details["store_memory"]["dropped"] == 2
