@@ -21,7 +21,9 @@ backend operation finishes, and on a timer every `check_interval_s` seconds for 
 since start (this picks up writes made by other processes).
 
 One backend operation per user at a time: scheduled runs and on-demand runs (`run_now`) take the
-same per-user lock. A user is queued at most once; a trigger for a user who is already queued
+same per-user lock, and the store's lease for the user (`memoryscope.leases`), which holds across
+processes sharing the store: a scheduled run finding the lease taken is tried again later, an
+on-demand run waits up to `lease_wait_s` for it. A user is queued at most once; a trigger for a user who is already queued
 or running asks for one more check when the current work ends (coalesced, never queued twice).
 Jobs run on a pool of `threads` threads, so different users' operations run side by side.
 
@@ -40,6 +42,7 @@ import threading
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING
 
 from memoryscope._scheduler_state import (
@@ -58,6 +61,7 @@ from memoryscope._scheduler_state import (
 )
 from memoryscope.context import MemoryContext
 from memoryscope.errors import MemoryScopeError
+from memoryscope.leases import LeaseBusy, held_lease, holder_id, lease_name
 from memoryscope.memory import utc_now
 from memoryscope.stores.base import MemoryStore
 
@@ -85,6 +89,8 @@ class Scheduler:
         threads: int = 2,
         check_interval_s: float = 30.0,
         shutdown_timeout_s: float = 30.0,
+        lease_ttl_s: float = 300.0,
+        lease_wait_s: float = 60.0,
     ) -> None:
         if threads < 1:
             raise MemoryScopeError(f"scheduler of service {service_name!r}: threads must be at least 1, got {threads}")
@@ -93,6 +99,9 @@ class Scheduler:
         self.threads = threads
         self.check_interval_s = check_interval_s
         self.shutdown_timeout_s = shutdown_timeout_s
+        self.lease_ttl_s = lease_ttl_s
+        self.lease_wait_s = lease_wait_s
+        self._holder = holder_id()
         self._store = store
         self._clock = time.monotonic
         self._triggered: dict[str, tuple[Operation, Triggers]] = {
@@ -181,7 +190,7 @@ class Scheduler:
             if self._closing:
                 raise MemoryScopeError(f"the scheduler of service {self.service_name!r} is stopped")
             lock = self._know(scope)
-        with lock:
+        with lock, self._lease(scope, self.lease_wait_s):
             counts = self._counts(operation.name, scope)
             result = self._run(operation, context, trigger, counts, reraise=True)
         self._submit(scope)  # what this run wrote may fire another operation (observations → reflection)
@@ -260,6 +269,13 @@ class Scheduler:
                 self._wake.set()  # the timer may sleep past this user's first interval
         return lock
 
+    def _lease(self, scope: Scope, wait_s: float) -> AbstractContextManager[None]:
+        """The store's lease of the scope's backend work (nothing to take without a store)."""
+        if self._store is None:
+            return nullcontext()
+        name = lease_name(scope.user_name, scope.target_name, scope.workspace)
+        return held_lease(self._store, name, self._holder, ttl_s=self.lease_ttl_s, wait_s=wait_s)
+
     def _track(self, scope: Scope, name: str) -> Track:
         return self._tracks.setdefault((scope, name), Track())
 
@@ -321,7 +337,14 @@ class Scheduler:
                 with self._users[scope]:
                     if self._closing:
                         return
-                    self._run(operation, scope.context(), trigger, counts, reraise=False)
+                    try:
+                        with self._lease(scope, wait_s=0.0):
+                            self._run(operation, scope.context(), trigger, counts, reraise=False)
+                    except LeaseBusy:  # another process runs it now; its news stays, so a later check retries
+                        logger.info(
+                            "service %s: %s for user %r runs in another process", self.service_name, operation.name, scope.label
+                        )
+                        return
         finally:
             with self._state:
                 self._active.discard(scope)

@@ -93,6 +93,14 @@ class MemoryService:
         shutdown_timeout_s: float = Field(
             30.0, ge=0, description="On close, how long to wait for a running background operation before abandoning it."
         )
+        lease_ttl_s: float = Field(
+            300.0, gt=0, le=86_400, description="How long a backend run's lease on its user lasts unless renewed (a killed "
+            "process blocks the user at most this long); renewed every third of it while the run goes on.",
+        )
+        lease_wait_s: float = Field(
+            60.0, ge=0, le=86_400, description="How long an on-demand backend run waits while another process runs one for "
+            "the same user, before it fails saying so.",
+        )
 
     def __init__(
         self,
@@ -117,6 +125,8 @@ class MemoryService:
             threads=params.scheduler_threads,
             check_interval_s=params.scheduler_check_interval_s,
             shutdown_timeout_s=params.shutdown_timeout_s,
+            lease_ttl_s=params.lease_ttl_s,
+            lease_wait_s=params.lease_wait_s,
         )
 
     def operation_names(self) -> list[str]:

@@ -167,6 +167,15 @@ class MemoryStore(ABC):
         """
         raise StoreError(f"{type(self).__name__} cannot re-embed its memories")
 
+    @abstractmethod
+    def acquire_lease(self, name: str, holder: str, ttl_s: float) -> bool:
+        """Take or renew lease `name` for `holder` until `ttl_s` seconds from now (wall clock,
+        shared by every process of the store); False while another holder's lease stands."""
+
+    @abstractmethod
+    def release_lease(self, name: str, holder: str) -> None:
+        """Give up `holder`'s lease `name`; nothing when someone else holds it."""
+
     def close(self) -> None:
         """Release connections and caches."""
 

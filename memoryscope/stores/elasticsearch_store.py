@@ -47,6 +47,7 @@ from memoryscope.memory import MemoryNode
 from memoryscope.models.base import EmbeddingModel
 from memoryscope.stores import _es_connection as connection
 from memoryscope.stores import _es_keywords as keywords
+from memoryscope.stores import _es_leases as es_leases
 from memoryscope.stores import _es_queries as queries
 from memoryscope.stores import _es_reads as reads
 from memoryscope.stores import _es_writes as writes
@@ -243,6 +244,12 @@ class ElasticsearchMemoryStore(MemoryStore):
                 f"the index holds vectors made by embedding model {recorded[0]!r} (dimension {recorded[1]}) and was "
                 f"opened to re-embed them with {self.embedding_model.model_name!r}: {action} waits until reembed() has run"
             ))  # fmt: skip
+
+    def acquire_lease(self, name: str, holder: str, ttl_s: float) -> bool:
+        return es_leases.acquire(self, name, holder, ttl_s)
+
+    def release_lease(self, name: str, holder: str) -> None:
+        es_leases.release(self, name, holder)
 
     def close(self) -> None:
         """Close the client the store built (an injected client is left to its owner)."""

@@ -30,6 +30,7 @@ from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryNode, embedding_text, utc_now
 from memoryscope.models.base import EmbeddingModel
 from memoryscope.progress import Progress
+from memoryscope.stores import _sqlite_leases as leases
 from memoryscope.stores._sqlite_cache import MatrixCache
 from memoryscope.stores._sqlite_connections import SqliteConnections
 from memoryscope.stores._sqlite_keyword import KeywordIndex
@@ -217,6 +218,14 @@ class SqliteMemoryStore(MemoryStore):
                     {position: new_vectors[index] for position, index in enumerate(kept) if index in new_vectors},
                 )
         return [node.memory_id for node in nodes if node.memory_id in dropped]
+
+    def acquire_lease(self, name: str, holder: str, ttl_s: float) -> bool:
+        with self._connections.errors(), self._connections.write_transaction() as connection:
+            return leases.acquire(connection, name, holder, ttl_s)
+
+    def release_lease(self, name: str, holder: str) -> None:
+        with self._connections.errors(), self._connections.write_transaction() as connection:
+            leases.release(connection, name, holder)
 
     @staticmethod
     def _present(connection: sqlite3.Connection, memory_ids: Sequence[str]) -> set[str]:

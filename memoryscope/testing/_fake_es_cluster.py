@@ -173,6 +173,8 @@ class FakeCluster:
         if method == "GET":
             names = [known for known in self.indices if fnmatch.fnmatchcase(known, name)] if "*" in name else [name]
             names = [concrete for known in names for concrete in sorted(self.aliases.get(known, {known}))]
+            if params.get("ignore_unavailable") == "true":
+                names = [known for known in names if known in self.indices]
             found = {known: {"mappings": copy.deepcopy(self._existing(known).mappings), "settings": {}} for known in names}
             return 200, found
         raise Failure(405, "method_not_allowed", f"fake: {method} /{name}")

@@ -25,6 +25,7 @@ Most tests pass precomputed vectors, so the suite stays fast; only the semantic 
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -112,6 +113,24 @@ class StoreContract(SearchCases, WholeStoreCases):
         [back] = store.get(["m-kept"])
         assert back.reflected is True
         assert store.upsert([make_node("plain", memory_id="p")], unit_vectors(1, store.dimension)) == []
+
+    # ---- leases: one backend run per user across processes ------------------------------------
+
+    def test_a_lease_is_held_by_one_holder_until_released_or_expired(self, store: MemoryStore) -> None:
+        assert store.acquire_lease("backend:ann", "process-a", ttl_s=60)
+        assert not store.acquire_lease("backend:ann", "process-b", ttl_s=60)
+        assert store.acquire_lease("backend:bob", "process-b", ttl_s=60)  # another user's lease is another lease
+        assert store.acquire_lease("backend:ann", "process-a", ttl_s=60)  # the holder renews
+        store.release_lease("backend:ann", "process-b")  # not the holder: nothing happens
+        assert not store.acquire_lease("backend:ann", "process-b", ttl_s=60)
+        store.release_lease("backend:ann", "process-a")
+        assert store.acquire_lease("backend:ann", "process-b", ttl_s=60)
+
+    def test_an_expired_lease_can_be_taken_over(self, store: MemoryStore) -> None:
+        assert store.acquire_lease("backend:ann", "killed-process", ttl_s=0.05)
+        time.sleep(0.1)  # the holder was killed: it never renews
+        assert store.acquire_lease("backend:ann", "process-b", ttl_s=60)
+        assert not store.acquire_lease("backend:ann", "killed-process", ttl_s=60)
 
     def test_get_keeps_asked_order_and_skips_missing(self, store: MemoryStore) -> None:
         nodes = [make_node(f"fact {index}", memory_id=f"id-{index}") for index in range(3)]
