@@ -120,6 +120,7 @@ def _flag_form_chat(argv: list[str]) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from memoryscope.app import MemoryScope
+    from memoryscope.text import terminal_safe  # stored text may hold escape codes: shown, never run
 
     with MemoryScope(args.config) as scope:
         inputs: dict[str, object] = {}
@@ -133,13 +134,13 @@ def _run(args: argparse.Namespace) -> int:
         settings = scope.config.settings
         for memory in result.context.memories:
             if args.json:
-                print(json.dumps(memory.to_dict(), ensure_ascii=False))
+                print(terminal_safe(json.dumps(memory.to_dict(), ensure_ascii=False)))
             else:
-                print(memory.format(settings.language, settings.tzinfo))
+                print(terminal_safe(memory.format(settings.language, settings.tzinfo)))
         if result.context.result:
-            print(result.context.result)
+            print(terminal_safe(result.context.result))
         if result.stopped:
-            print(f"stopped: {result.stopped}")
+            print(terminal_safe(f"stopped: {result.stopped}"))
     return 0
 
 

@@ -121,7 +121,12 @@ class ChatRepl:
         return True
 
     def say(self, text: str = "", end: str = "\n") -> None:
-        self.out.write(text + end)
+        """Print `text`: memories, replies and errors may carry escape codes, shown here as
+        `\\u001b` and never run; only this module's own screen clearing goes out as it is."""
+        from memoryscope.text import terminal_safe  # a cached module lookup after the first line
+
+        clear = _CLEAR_SCREEN if text.startswith(_CLEAR_SCREEN) else ""
+        self.out.write(clear + terminal_safe(text[len(clear) :]) + end)
         self.out.flush()
 
     # -- conversation commands ---------------------------------------------------------------

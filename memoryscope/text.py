@@ -7,19 +7,28 @@ Keyword search matches `keyword_terms` of a query against `index_terms` of the m
 same words, lightly stemmed (`stem`), so "hobbies" finds "hobby" and "painted" finds "painting".
 Every store indexes `keyword_text(node)` and searches for `keyword_query(query)`, so they all
 see the same words of a memory.
+
+Text a model wrote goes through `clean_model_text` before it becomes part of a memory (no control
+characters, escape sequences or bidi overrides; typed; capped), and stored text goes through
+`terminal_safe` before it is printed, so no escape code of a memory ever reaches a terminal.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import re
 import threading
+import unicodedata
 from functools import lru_cache
 from typing import Any
 
 from memoryscope.memory import MemoryNode, searchable_text
 
 __all__ = [
+    "clean_model_text",
+    "cap_text",
+    "terminal_safe",
     "tokenize",
     "content_words",
     "keyword_terms",
@@ -54,6 +63,85 @@ would you your yours yourself yourselves 's 're 've 'd 'll 't did does
 的 了 和 是 在 我 你 他 她 它 们 也 就 都 而 及 与 着 或 一个 没有 吗 呢 吧 啊 这 那 有 被 把 让 给
 """
 STOPWORDS = frozenset(_STOPWORD_TEXT.split())
+
+
+# Terminal escape sequences (ECMA-48), removed whole so no parameter bytes are left behind.
+_ESCAPE_SEQUENCE = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, clearing the screen
+    r"|\x1b[\]P^_X][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC (window titles, links), DCS, PM, APC, SOS strings
+    r"|\x1b[ -/]*[0-~]"  # any other escape, and an unterminated string's opening
+    r"|\x9b[0-?]*[ -/]*[@-~]"  # CSI in its one-byte C1 form
+)
+# Characters that are invisible or steer the terminal: C0 controls but tab, line feed and carriage
+# return; DEL and C1 controls; bidi marks, embeddings, overrides and isolates (U+202A-202E,
+# U+2066-2069: they reorder what is shown, "Trojan Source"); zero-width space, word joiner and
+# BOM; lone surrogates (not encodable). Zero-width (non-)joiners stay: emoji and scripts need them.
+_INVISIBLE = "\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u061c\u200b\u200e\u200f\u202a-\u202e\u2060\u2066-\u2069\ufeff\ud800-\udfff"
+_INVISIBLE_CHARS = re.compile(f"[{_INVISIBLE}]")
+_UNSAFE_FOR_TERMINAL = re.compile(f"[{_INVISIBLE}\r]")
+_MAX_DEPTH = 4  # how deep nested lists and objects are read before the rest is left out
+_ELLIPSIS = "…"
+
+
+def clean_model_text(value: Any, max_chars: int | None = None, *, multiline: bool = False) -> str:
+    """`value` as a model wrote it (in JSON), made fit to store: "" when nothing is left.
+
+    Types: a string as it is; a number or boolean as written (`42`, `2.5`, `true`); a list as its
+    items joined by ", " (`["a", ["b", 3]]` -> "a, b, 3"); an object as "key: value; key: value";
+    None, NaN and anything else as "". Then escape sequences and invisible characters (see
+    `_INVISIBLE`) are removed, the text is NFC-normalised, and white space is collapsed to single
+    spaces: one line, or with `multiline` single line breaks between non-empty lines. Last, a
+    text longer than `max_chars` is cut (see `cap_text`)."""
+    text = unicodedata.normalize("NFC", _as_text(value, 0))
+    if multiline:
+        text = "\n".join(line for line in (" ".join(part.split()) for part in text.splitlines()) if line)
+    else:
+        text = " ".join(text.split())
+    return cap_text(text, max_chars) if max_chars is not None else text
+
+
+def cap_text(text: str, max_chars: int) -> str:
+    """`text` in at most `max_chars` characters: cut at a word boundary when one is near, with "…"."""
+    if len(text) <= max_chars:
+        return text
+    if max_chars <= 1:
+        return text[:max_chars]
+    cut = text[: max_chars - 1]
+    space = cut.rfind(" ")
+    if space >= max_chars * 0.6:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:，；：、") + _ELLIPSIS
+
+
+def terminal_safe(text: str) -> str:
+    """`text` fit for a terminal: every escape, control (but line feed and tab), bidi override
+    and invisible character shown as `\\uXXXX` instead of acting. JSON text stays valid JSON with
+    the same value (these characters only occur inside its strings, where `\\uXXXX` is an escape)."""
+    return _UNSAFE_FOR_TERMINAL.sub(lambda match: f"\\u{ord(match.group(0)):04x}", text.replace("\r\n", "\n"))
+
+
+def _as_text(value: Any, depth: int) -> str:
+    """`value` as text without escape sequences and invisible characters (each part cleaned on
+    its own, so a list item that was only an escape code leaves no empty ", " behind)."""
+    if isinstance(value, str):
+        return _INVISIBLE_CHARS.sub("", _ESCAPE_SEQUENCE.sub("", value))
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return ""
+        return str(int(value)) if value.is_integer() and abs(value) < 1e15 else repr(value)
+    if depth >= _MAX_DEPTH:
+        return ""
+    if isinstance(value, list | tuple):
+        parts = (" ".join(_as_text(item, depth + 1).split()) for item in value)
+        return ", ".join(part for part in parts if part)
+    if isinstance(value, dict):
+        pairs = ((_as_text(key, depth + 1).strip(), " ".join(_as_text(item, depth + 1).split())) for key, item in value.items())
+        return "; ".join(f"{key}: {item}" if key else item for key, item in pairs if item)
+    return ""  # no repr of an unexpected object ever becomes memory text
 
 
 @lru_cache(maxsize=1)

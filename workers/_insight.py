@@ -19,6 +19,7 @@ from memoryscope.errors import ConfigError
 from memoryscope.llm_output import extract_json, numbered_lines
 from memoryscope.models.base import GenerationModel
 from memoryscope.models.token_count import count_tokens
+from memoryscope.text import cap_text, clean_model_text
 
 __all__ = [
     "normalize_key",
@@ -33,7 +34,13 @@ __all__ = [
     "require_model",
     "parse_values",
     "strip_key",
+    "cap_value",
+    "MAX_VALUE_CHARS",
 ]
+
+# Longest insight value stored: an attribute's value is a phrase ("playing the guitar"); a model
+# that writes more is cut at a word boundary (reported by `update_insight`).
+MAX_VALUE_CHARS = 300
 
 _ID_NAMESPACE = uuid.UUID("6f1c1f0e-9b1a-4d51-9a57-3c2f1e0b7a10")  # fixed: ids must not change between versions
 _EDGE_MARKS = " \t\r\n\"'`“”‘’<>《》「」【】[]()（）*-•·.,;:。，；：、!?！？"
@@ -90,9 +97,11 @@ def render_subject(who: str, key: str, language: str) -> str:
     return _SUBJECT_FORMAT.get(language, _SUBJECT_FORMAT["en"]).format(person=who, key=key)
 
 
-def clean_value(text: str) -> str:
-    """A value as the model wrote it, without quotes, brackets, bullets and a final full stop."""
-    value = " ".join(str(text).split())
+def clean_value(text: Any) -> str:
+    """A value (or attribute) as the model wrote it, as one clean line (`clean_model_text`: no
+    control characters, escape sequences or bidi overrides; lists and objects as readable text),
+    without quotes, brackets, bullets and a final full stop."""
+    value = clean_model_text(text)
     return value.strip(" \"'`“”‘’<>《》「」*•").rstrip("。.").strip()
 
 
@@ -179,14 +188,17 @@ def _number(label: Any, keys: Sequence[str]) -> int | None:
     return None
 
 
+def cap_value(value: str) -> str:
+    """`value` in at most `MAX_VALUE_CHARS` characters."""
+    return cap_text(value, MAX_VALUE_CHARS)
+
+
 def _value_text(item: Any) -> str:
+    """A value the model gave, as readable text: a list's items joined, an object's entries as
+    `key: value` (never a Python repr); None, NaN and the like as "" (unknown)."""
     if isinstance(item, dict):
         item = item.get("value")
-    if item is None:
-        return ""
-    if isinstance(item, list):
-        return ", ".join(str(part) for part in item)
-    return str(item)
+    return clean_model_text(item)
 
 
 def strip_key(value: str, key: str, who: str) -> str:

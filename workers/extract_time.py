@@ -20,6 +20,7 @@ from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.stores.base import TimeRange
 from memoryscope.timeparse import has_unresolved_time_word, resolve_time_range
 from memoryscope.timeparse.calendar_math import at
+from memoryscope.timeparse.model_dates import read_model_date
 from memoryscope.worker import LLMWorkerParams, Worker, register_worker
 
 __all__ = ["ExtractTimeWorker", "parse_date_range"]
@@ -31,8 +32,7 @@ _WEEKDAYS = {
     "zh": ("星期一", "星期二", "星期三", "星期四", "星期五", "星期六", "星期日"),
 }
 _OBJECT = re.compile(r"\{[^{}]*\}")
-_DATE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
-_LOOSE_FIELD = re.compile(r"""["']?(start|end)["']?\s*[:=]\s*["']?(\d{4}-\d{1,2}-\d{1,2})""", re.IGNORECASE)
+_LOOSE_FIELD = re.compile(r"""["']?(start|end)["']?\s*[:=]\s*["']?(\d+-\d{1,2}-\d{1,2})""", re.IGNORECASE)
 
 
 @register_worker("extract_time")
@@ -43,7 +43,8 @@ class ExtractTimeWorker(Worker):
     "in March 2023" resolve locally in well under a millisecond. Only when the rules place
     nothing and the query still has a vague time word ("recently", "around the holidays", 前阵子)
     is the generation model asked, for `{"start": ..., "end": ...}`. A query with no time word
-    costs no model call. An unusable reply, or a failed call, leaves `time_range` None.
+    costs no model call. An unusable reply (also a date that is no date, or outside the years
+    1900..2200: see `memoryscope.timeparse.model_dates`), or a failed call, leaves `time_range` None.
     """
 
     reads: ClassVar[tuple[str, ...]] = ("query", "query_time")
@@ -119,7 +120,8 @@ def _prompt(language: str) -> dict[str, str]:
 def parse_date_range(reply: str, zone: ZoneInfo) -> tuple[datetime, datetime] | None:
     """`[first day 00:00, day after the last 00:00)` from a reply like `{"start": "2024-10-01",
     "end": "2024-10-15"}` (end included), also inside code fences or chatter; None for `{}` or
-    anything unusable. One date alone is that day; dates in the wrong order are swapped."""
+    anything unusable. One date alone is that day; dates in the wrong order are swapped. A date
+    that is impossible or outside the years 1900..2200 counts as none (it is logged)."""
     fields: dict[str, Any] | None = None
     for candidate in _OBJECT.findall(reply):
         try:
@@ -144,10 +146,7 @@ def parse_date_range(reply: str, zone: ZoneInfo) -> tuple[datetime, datetime] | 
 def _day(value: Any) -> date | None:
     if not isinstance(value, str):
         return None
-    match = _DATE.search(value)
-    if match is None:
-        return None
-    try:
-        return date(int(match[1]), int(match[2]), int(match[3]))
-    except ValueError:
-        return None
+    found = read_model_date(value, need_day=True)
+    if found.problem:
+        logger.warning("extract_time: ignored the model's date %.40r: %s", value, found.problem)
+    return found.day

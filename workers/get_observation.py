@@ -16,6 +16,7 @@ from memoryscope.env import Env
 from memoryscope.memory import MemoryNode, MemoryType, format_time
 from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.prompts import load_prompts
+from memoryscope.text import clean_model_text
 from memoryscope.worker import LLMWorkerParams, Worker, register_worker
 from memoryscope.workers._consolidation import (
     NONE_WORDS,
@@ -40,8 +41,10 @@ _MESSAGE_KEYS = ("message", "sentence", "msg", "index", "id", "n")
 _CONTENT_KEYS = ("content", "observation", "fact", "text")
 _KEYWORD_KEYS = ("keywords", "keyword", "key_words", "tags")
 _TIME_KEYS = ("time", "date", "event_time")
+# Longest observation kept: a fact is a sentence; longer text is chatter or a pasted message.
 _MAX_CONTENT_CHARS = 500
-_MAX_KEYWORD_CHARS = 200
+_MAX_KEYWORD_CHARS = 200  # longer keyword lists are cut (at a word boundary)
+_MAX_TIME_CHARS = 64  # what of the model's "time" is read and kept in meta["time_text"]
 _EXPECTED_FORMAT = {
     "en": 'a JSON array, e.g. [{"message": 1, "content": "<fact>", "keywords": "<keywords>"}], or [] for none',
     "zh": '一个 JSON 数组，例如 [{"message": 1, "content": "<事实>", "keywords": "<关键词>"}]，没有则回复 []',
@@ -68,6 +71,7 @@ class _Outcome:
     nodes: dict[str, MemoryNode] = field(default_factory=dict)
     skipped: list[dict[str, Any]] = field(default_factory=list)
     unreadable_message_ids: list[str] = field(default_factory=list)
+    dropped_times: list[dict[str, Any]] = field(default_factory=list)
 
 
 @register_worker("get_observation")
@@ -77,10 +81,13 @@ class GetObservationWorker(Worker):
 
     ONE call per prompt-budget chunk (normally one per run) asks for a JSON array of
     `{"message": N, "content": ..., "keywords": ...}`: third-person facts in the configured
-    language. Each becomes an `observation` node: `value` = keywords, `message_time` = its
+    language. What the model wrote is cleaned first (`memoryscope.text.clean_model_text`: no
+    control characters, escape sequences or bidi overrides; content must be a string of at most
+    500 characters, keywords a string or list, cut to 200). Each becomes an `observation` node:
+    `value` = keywords, `message_time` = its
     message's time, `source_message_ids` = the message's memory id, and a memory id derived
     from user, sources and content (a redo of the same batch writes the same nodes). Items that
-    are empty, "none", point at no message, or exceed `max_observations_per_message` are
+    are empty, "none", too long, point at no message, or exceed `max_observations_per_message` are
     skipped; so is a whole reply that stays unreadable after one repair request. Both are
     listed in `details[<worker name>]`.
     """
@@ -113,6 +120,7 @@ class GetObservationWorker(Worker):
             "observations": len(outcome.nodes),
             "skipped": outcome.skipped,
             "unreadable_message_ids": outcome.unreadable_message_ids,
+            "dropped_times": outcome.dropped_times,
         }
 
     # -- what differs in get_observation_with_time --
@@ -192,9 +200,9 @@ class GetObservationWorker(Worker):
             outcome.skipped.append({"item": _short(item), "reason": "no such message"})
             return
         source = chunk[number - 1]
-        content = _clean_content(_first(item, _CONTENT_KEYS))
+        content, problem = _clean_content(_first(item, _CONTENT_KEYS))
         if content is None:
-            outcome.skipped.append({"message_id": source.memory_id, "item": _short(item), "reason": "no usable content"})
+            outcome.skipped.append({"message_id": source.memory_id, "item": _short(item), "reason": problem})
             return
         if per_message.get(source.memory_id, 0) >= self.params.max_observations_per_message:
             outcome.skipped.append({"message_id": source.memory_id, "item": _short(item), "reason": "too many for one message"})
@@ -202,8 +210,13 @@ class GetObservationWorker(Worker):
         memory_id = observation_id(ctx, (source.memory_id,), content)
         if memory_id in outcome.nodes:
             return  # the same fact twice from the same message: one node
-        llm_time = _first(item, _TIME_KEYS)
-        event_time, notes = self.event_time(source, llm_time if isinstance(llm_time, str) else "")
+        llm_time = clean_model_text(_first(item, _TIME_KEYS), _MAX_TIME_CHARS)
+        event_time, notes = self.event_time(source, llm_time)
+        time_problem = notes.pop("time_problem", None)
+        if time_problem:
+            outcome.dropped_times.append(
+                {"memory_id": memory_id, "message_id": source.memory_id, "time": llm_time, "reason": time_problem}
+            )
         per_message[source.memory_id] = per_message.get(source.memory_id, 0) + 1
         outcome.nodes[memory_id] = MemoryNode(
             user_name=ctx.user_name,
@@ -242,27 +255,31 @@ def _integer(value: Any) -> int | None:
     return None
 
 
-def _clean_content(value: Any) -> str | None:
-    """The fact as one tidy line, or None when it is no fact (empty, "none", markup, too long)."""
+def _clean_content(value: Any) -> tuple[str | None, str]:
+    """The fact as one clean line, or None and why it is no fact (not text, empty, "none",
+    markup, too long)."""
     if not isinstance(value, str):
-        return None
-    text = " ".join(value.split()).strip().strip("\"'“”‘’「」")
-    if not text or len(text) > _MAX_CONTENT_CHARS or text[0] in "{[<":
-        return None
+        return None, "no usable content"
+    text = clean_model_text(value).strip("\"'“”‘’「」").strip()
+    if len(text) > _MAX_CONTENT_CHARS:
+        return None, "too long"
+    if not text or text[0] in "{[<":
+        return None, "no usable content"
     if text.casefold().rstrip(".。") in NONE_WORDS or normalise(text) in NONE_WORDS:
-        return None
+        return None, "no usable content"
     if not any(char.isalpha() for char in text):
-        return None
-    return text
+        return None, "no usable content"
+    return text, ""
 
 
 def _keywords(value: Any) -> str:
+    """The keywords as one clean line: a string, or a list's plain items joined (nested parts left out)."""
     if isinstance(value, list):
-        value = ", ".join(str(part).strip() for part in value if isinstance(part, str | int | float) and str(part).strip())
-    if not isinstance(value, str):
+        value = [part for part in value if isinstance(part, str | int | float) and not isinstance(part, bool)]
+    elif not isinstance(value, str):
         return ""
-    text = " ".join(value.split())
-    return "" if normalise(text) in NONE_WORDS else text[:_MAX_KEYWORD_CHARS]
+    text = clean_model_text(value, _MAX_KEYWORD_CHARS)
+    return "" if normalise(text) in NONE_WORDS else text
 
 
 def _short(item: dict[str, Any]) -> str:

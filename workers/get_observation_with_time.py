@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from datetime import date, datetime
 from typing import Any, ClassVar
 
@@ -12,13 +11,13 @@ from memoryscope.context import MemoryContext
 from memoryscope.memory import MemoryNode
 from memoryscope.timeparse import find_time_expressions
 from memoryscope.timeparse.calendar_math import at
+from memoryscope.timeparse.model_dates import read_model_date
 from memoryscope.worker import register_worker
 from memoryscope.workers._consolidation import local_time, mentions_time
 from memoryscope.workers.get_observation import GetObservationWorker, ObservationParams
 
 __all__ = ["GetObservationWithTimeWorker", "parse_llm_date"]
 
-_LLM_DATE = re.compile(r"(\d{4})\s*[-/.年]\s*(\d{1,2})(?:\s*[-/.月]\s*(\d{1,2}))?")
 _EXPECTED_FORMAT = {
     "en": 'a JSON array, e.g. [{"message": 1, "content": "<fact>", "keywords": "<keywords>", "time": "YYYY-MM-DD"}], or []',
     "zh": '一个 JSON 数组，例如 [{"message": 1, "content": "<事实>", "keywords": "<关键词>", "time": "YYYY-MM-DD"}]，或 []',
@@ -37,6 +36,9 @@ class GetObservationWithTimeWorker(GetObservationWorker):
     expressions in one message the LLM's date picks the one it falls in. Only when the rules
     place nothing (a vague "recently") is the LLM's date used (`use_llm_time_fallback`).
     `meta["time_source"]` says which ("rules" or "llm"), `meta["time_text"]` what was read.
+    A model date that is no date ("2024-13-45") or outside the years 1900..2200 (see
+    `memoryscope.timeparse.model_dates`) is ignored: the fact is kept, without that time, and
+    listed in `details[<worker name>]["dropped_times"]`.
     """
 
     writes: ClassVar[tuple[str, ...]] = ("timed_observations",)
@@ -64,27 +66,22 @@ class GetObservationWithTimeWorker(GetObservationWorker):
 
     def event_time(self, message: MemoryNode, llm_time: str) -> tuple[datetime | None, dict[str, Any]]:
         reference = local_time(message, self._zone)
-        llm_day = parse_llm_date(llm_time)
-        llm_moment = at(llm_day, self._zone) if llm_day is not None else None
+        llm_date = read_model_date(llm_time)
+        llm_moment = at(llm_date.day, self._zone) if llm_date.day is not None else None
+        problem = {"time_problem": llm_date.problem} if llm_date.problem else {}
         mentions = find_time_expressions(message.content, reference)
         if mentions:
             chosen = next(
                 (mention for mention in mentions if llm_moment is not None and mention.start <= llm_moment < mention.end),
                 mentions[0],
             )
-            return chosen.start, {"time_source": "rules", "time_text": chosen.text}
+            return chosen.start, {"time_source": "rules", "time_text": chosen.text, **problem}
         if llm_moment is not None and self.params.use_llm_time_fallback:
-            return llm_moment, {"time_source": "llm", "time_text": llm_time.strip()}
-        return None, {}
+            return llm_moment, {"time_source": "llm", "time_text": llm_time}
+        return None, problem
 
 
 def parse_llm_date(text: str) -> date | None:
     """The date in an LLM's `"2024-10-19"` (also `2024/10/19`, `2024年10月19日`, `2024-10` as its
-    first day), or None for "", "unknown" or an impossible date."""
-    match = _LLM_DATE.search(text or "")
-    if match is None:
-        return None
-    try:
-        return date(int(match[1]), int(match[2]), int(match[3] or 1))
-    except ValueError:
-        return None
+    first day), or None for "", "unknown", an impossible date or a year outside 1900..2200."""
+    return read_model_date(text).day

@@ -34,9 +34,10 @@ class GetReflectionSubjectWorker(Worker):
     otherwise it stops the workflow (nothing is stored, the observations keep waiting). Then ONE
     model call sees the new observations (newest first, as many as `max_prompt_tokens` allows)
     and the attributes the profile already has, and names at most `max_subjects` new ones.
-    Attributes already known are dropped again here, comparing case- and space-insensitively,
-    as are duplicates. An unreadable answer is asked again once; still unreadable, there are no
-    new subjects this run (`update_insight` still refreshes the existing ones) and
+    Names are cleaned as any model text is (`clean_value`: no control characters, escape codes
+    or bidi overrides); names longer than 40 characters, attributes already known (compared
+    case- and space-insensitively) and duplicates are dropped. An unreadable answer is asked
+    again once; still unreadable, there are no new subjects this run (`update_insight` still refreshes the existing ones) and
     `details[<worker>]["unreadable"]` says so.
     """
 

@@ -23,6 +23,8 @@ from memoryscope.text import content_words
 from memoryscope.worker import LLMWorkerParams, Worker, register_worker
 
 from ._insight import (
+    MAX_VALUE_CHARS,
+    cap_value,
     clean_value,
     insight_id,
     is_unknown,
@@ -75,8 +77,11 @@ class UpdateInsightWorker(Worker):
     "unknown" (or "none", "未知", empty) means no insight, and an existing value stays. A new
     value makes a new insight node whose id derives from the user, target, workspace and key;
     a changed value updates the existing node in place (same id, `updated=True`, content
-    re-rendered, provenance extended). A call whose answer stays unreadable after one repair
-    skips its subjects; `details[<worker>]["skipped"]` names them.
+    re-rendered, provenance extended). A value is cleaned and typed first (`clean_value`: no
+    control characters or escape codes, a list joined, an object as `key: value`) and cut to
+    `MAX_VALUE_CHARS` (300); `details[<worker>]["truncated"]` names the keys that were cut. A call
+    whose answer stays unreadable after one repair skips its subjects;
+    `details[<worker>]["skipped"]` names them.
     """
 
     reads: ClassVar[tuple[str, ...]] = ("unreflected_observations", "insights", "insight_subjects")
@@ -124,7 +129,7 @@ class UpdateInsightWorker(Worker):
         observations = ctx.unreflected_observations
         subjects = _subjects(ctx.insight_subjects, ctx.insights)
         details: dict[str, Any] = {"subjects": len(subjects), "calls": 0, "created": [], "updated": [], "unchanged": []}
-        details.update(unknown=[], skipped=[], without_evidence=[])
+        details.update(unknown=[], skipped=[], without_evidence=[], truncated=[])
         ctx.details[self.name] = details
         ctx.updated_insights = ()
         if not subjects or not observations:
@@ -269,6 +274,9 @@ class UpdateInsightWorker(Worker):
         if is_unknown(value):
             details["unknown"].append(subject.key)
             return None
+        if len(value) > MAX_VALUE_CHARS:
+            value = cap_value(value)
+            details["truncated"].append(subject.key)
         existing = subject.existing
         if existing is not None and normalize_value(existing.value) == normalize_value(value):
             details["unchanged"].append(subject.key)

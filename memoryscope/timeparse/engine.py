@@ -219,21 +219,32 @@ def scan(text: str, reference: datetime, rule_sets: Sequence[RuleSet]) -> list[T
     """Every time expression in `text` that the rules resolve, in text order."""
     ref = Ref.of(reference, ahead=_FUTURE_WORDS.search(text) is not None)
     found: list[_Found] = []
+    # Near the ends of the calendar (a reference in year 1 or 9999, and a zone that moves it past
+    # them) date arithmetic raises: such an expression places nothing, the text is still read.
     for rule_set in rule_sets:
         for rule in rule_set.rules:
             for match in rule.pattern.finditer(text):
-                resolution = rule.resolve(match, ref)
+                try:
+                    resolution = rule.resolve(match, ref)
+                except (ValueError, OverflowError):
+                    continue
                 if resolution is not None:
                     found.append(_Found(match.start(), match.end(), resolution))
     if not found:
         return []
     chosen = _longest_first(found)
-    placed = _place_clocks(text, chosen, ref)
+    try:
+        placed = _place_clocks(text, chosen, ref)
+    except (ValueError, OverflowError):
+        return []
     mentions = []
     for item in placed:
         if _HABIT_BEFORE.search(text, max(0, item.start - 12), item.start) is not None:
             continue
-        mention = _mention(text, item, ref)
+        try:
+            mention = _mention(text, item, ref)
+        except (ValueError, OverflowError):
+            continue
         if mention is not None:
             mentions.append(mention)
     return mentions
