@@ -2,13 +2,17 @@
 
 Every error a user can cause names what to fix: the YAML path of a bad config value, the column
 of a bad workflow string, the closest known name for a misspelt one, the backend, model and
-endpoint of a failing model call.
+endpoint of a failing model call. The messages of `ModelError` and `WorkerError` quote what a
+server or a library said, which may hold an API key: they are scrubbed of every key MemoryScope
+knows (see `memoryscope.scrubbing`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from difflib import get_close_matches
+
+from memoryscope.scrubbing import scrub
 
 __all__ = [
     "MemoryScopeError",
@@ -19,7 +23,10 @@ __all__ = [
     "StoreError",
     "ModelError",
     "closest",
+    "shorten",
 ]
+
+_WINDOW = 80  # characters of a value an error quotes
 
 
 class MemoryScopeError(Exception):
@@ -54,7 +61,7 @@ class UnknownNameError(ConfigError):
         self.known = known_sorted
         close = closest(name, known_sorted)
         hint = f" Did you mean {close!r}?" if close else ""
-        message = f"unknown {kind} {name!r}.{hint} Known: {', '.join(known_sorted) or '(none)'}"
+        message = f"unknown {kind} {shorten(name)}.{hint} Known: {', '.join(known_sorted) or '(none)'}"
         super().__init__([(where, message)])
 
 
@@ -64,8 +71,11 @@ class WorkflowSyntaxError(ConfigError):
     def __init__(self, workflow: str, column: int, message: str, where: str = ""):
         self.workflow = workflow
         self.column = column
-        pointer = " " * (column - 1) + "^"
-        text = f"{message} at column {column}\n    {workflow}\n    {pointer}"
+        # a long workflow is quoted around the column only
+        start = max(0, min(column - 1 - _WINDOW // 2, len(workflow) - _WINDOW))
+        shown = ("…" if start else "") + workflow[start : start + _WINDOW] + ("…" if start + _WINDOW < len(workflow) else "")
+        pointer = " " * (column - 1 - start + (1 if start else 0)) + "^"
+        text = f"{message} at column {column}\n    {shown}\n    {pointer}"
         super().__init__([(where, text)])
 
 
@@ -76,7 +86,7 @@ class WorkerError(MemoryScopeError):
         self.workflow = workflow
         self.worker = worker
         self.cause = cause
-        super().__init__(f"workflow {workflow!r}, worker {worker!r}: {type(cause).__name__}: {cause}")
+        super().__init__(scrub(f"workflow {workflow!r}, worker {worker!r}: {type(cause).__name__}: {cause}"))
 
 
 class StoreError(MemoryScopeError):
@@ -90,7 +100,18 @@ class ModelError(MemoryScopeError):
         self.backend = backend
         self.model = model
         self.endpoint = endpoint
-        super().__init__(f"{backend} model {model!r} at {endpoint}: {message}")
+        super().__init__(scrub(f"{backend} model {model!r} at {endpoint}: {message}"))
+
+
+def shorten(value: object, limit: int = _WINDOW) -> str:
+    """`repr(value)`, cut to about `limit` characters: `'aaaa…' (18432 characters)`."""
+    text = repr(value)
+    if len(text) <= limit:
+        return text
+    if isinstance(value, str):
+        head = repr(value[:limit])
+        return f"{head[:-1]}…{head[-1]} ({len(value)} characters)"
+    return f"{text[:limit]}… ({len(text)} characters)"
 
 
 def closest(name: str, known: Iterable[str]) -> str | None:

@@ -11,7 +11,11 @@ Every backend that talks to a server goes through here, so all of them behave al
   (status code and a snippet of the body, or the connection error). The API key is never part
   of a message, a log line or a repr: it is read from the environment variable named by
   `api_key_env` when the model is built (or taken from an inline `api_key:`, held as a
-  `SecretStr`), and kept only in a private attribute.
+  `SecretStr`), kept only in a private attribute, and registered with `memoryscope.scrubbing`,
+  which hides it in every error reason and log record (a server may echo it in its reply).
+  The `ModelError` chains no exception: the client's own error (an openai `APIStatusError`,
+  a requests `ConnectionError`, ...) holds the server's whole body, key and all, and a chained
+  traceback would print it; the reason already says what it said, scrubbed.
 
 `api_base` is the API's base URL. MemoryScope 0.1.x walkthroughs often give the full endpoint
 instead (`.../v1/embeddings`), and call the key `base_url`: both are read, and the backend's own
@@ -37,6 +41,7 @@ from pydantic import ConfigDict, Field, SecretStr, field_validator, model_valida
 
 from memoryscope.errors import ModelError
 from memoryscope.models.base import ModelParams
+from memoryscope.scrubbing import known_keys, register_key, scrub
 
 __all__ = [
     "RemoteParams",
@@ -193,18 +198,17 @@ def read_api_key(
     env_name: str | None, *, backend: str, model: str, endpoint: str, api_key: SecretStr | None = None
 ) -> str | None:
     """The inline `api_key` when given, else the key in `os.environ[env_name]`; None when neither is named."""
-    if api_key is not None:
-        return api_key.get_secret_value()
-    if env_name is None:
-        return None
-    key = os.environ.get(env_name, "").strip()
-    if not key:
-        raise ModelError(
-            backend,
-            model,
-            endpoint,
-            f"environment variable {env_name} (api_key_env) is not set; export it, or change api_key_env",
-        )
+    key = api_key.get_secret_value() if api_key is not None else None
+    if key is None and env_name is not None:
+        key = os.environ.get(env_name, "").strip()
+        if not key:
+            raise ModelError(
+                backend,
+                model,
+                endpoint,
+                f"environment variable {env_name} (api_key_env) is not set; export it, or change api_key_env",
+            )
+    register_key(key)  # every error and log record hides it from now on
     return key
 
 
@@ -217,25 +221,17 @@ class RemoteCaller:
         self.endpoint = endpoint
         self.policy = policy
         self._api_key = api_key
+        register_key(api_key)
 
     def __repr__(self) -> str:  # never shows the key
         return f"{type(self).__name__}(backend={self.backend!r}, model={self.model!r}, endpoint={self.endpoint!r})"
 
     def error(self, reason: str) -> ModelError:
-        """A ModelError for this model, its reason scrubbed of the key."""
+        """A ModelError for this model, its reason scrubbed of every known key (see `memoryscope.scrubbing`)."""
         return ModelError(self.backend, self.model, self.endpoint, self._scrub(reason))
 
     def _scrub(self, text: str) -> str:
-        # A server may echo the key back in an error body ("invalid key sk-..."), and a snippet
-        # of that body may cut the key short: hide it whole, and any 4+ character start of it
-        # that ends where a snippet was cut.
-        key = self._api_key
-        if not key:
-            return text
-        text = text.replace(key, "***")
-        for length in range(len(key) - 1, 3, -1):
-            text = text.replace(key[:length] + "…", "***…")
-        return text
+        return scrub(text, (self._api_key, *known_keys()))
 
     def expect(self, payload: Any, path: str, expected: type | tuple[type, ...]) -> Any:
         """`payload[a][b]` for `path` "a.b", or a ModelError saying which field was expected."""
@@ -256,7 +252,10 @@ class RemoteCaller:
             try:
                 return attempt()
             except AttemptFailed as failure:
-                time.sleep(self._wait_or_raise(failure, retry_number))
+                wait = self._wait_or_error(failure, retry_number)
+            if isinstance(wait, ModelError):
+                raise wait  # outside the `except`: nothing chained, see the module docstring
+            time.sleep(wait)
             retry_number += 1
 
     async def acall(self, attempt: Callable[[], Awaitable[T]]) -> T:
@@ -266,17 +265,20 @@ class RemoteCaller:
             try:
                 return await attempt()
             except AttemptFailed as failure:
-                await asyncio.sleep(self._wait_or_raise(failure, retry_number))
+                wait = self._wait_or_error(failure, retry_number)
+            if isinstance(wait, ModelError):
+                raise wait  # outside the `except`: nothing chained, see the module docstring
+            await asyncio.sleep(wait)
             retry_number += 1
 
-    def _wait_or_raise(self, failure: AttemptFailed, retry_number: int) -> float:
+    def _wait_or_error(self, failure: AttemptFailed, retry_number: int) -> float | ModelError:
         """Seconds to wait before the next attempt, or the ModelError that ends the call."""
         attempts = retry_number + 1
         if not failure.retryable:
-            raise self.error(failure.reason) from failure.__cause__
+            return self.error(failure.reason)
         if retry_number >= self.policy.max_retries:
             tried = f" (gave up after {attempts} attempts)" if attempts > 1 else ""
-            raise self.error(failure.reason + tried) from failure.__cause__
+            return self.error(failure.reason + tried)
         wait = self.policy.wait_s(retry_number, failure.retry_after_s)
         logger.warning(
             "%s model %r at %s: %s; retry %d/%d in %.2fs",

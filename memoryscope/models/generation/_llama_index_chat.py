@@ -9,7 +9,8 @@ Subclasses only build the LlamaIndex LLM. This class:
   attempt is counted once and the backoff is ours. A stream is retried only until its first
   chunk arrives; a stream that breaks later raises, since part of the reply was already given;
 - turns every exception of the client or of LlamaIndex into a `ModelError` naming backend,
-  model and endpoint.
+  model and endpoint, its reason scrubbed of the key and nothing chained to it (the client's
+  exception holds the server's reply, which may echo the key).
 """
 
 from __future__ import annotations
@@ -156,10 +157,7 @@ class LlamaIndexGeneration(GenerationModel):
                         piece = tally.add(response)
                         if piece:
                             yield piece
-                        try:
-                            response = await anext(stream, None)
-                        except Exception as error:
-                            raise self._broken_stream(error) from error
+                        response = await self._anext_or_raise(stream)
                 finally:
                     await stream.aclose()  # releases the HTTP response when the caller stopped early
             tally.failed = False
@@ -183,11 +181,21 @@ class LlamaIndexGeneration(GenerationModel):
         except Exception as error:
             raise attempt_failure(error, self._timeout_s) from error
 
+    # The ModelError of a broken stream is raised outside the `except`, chaining nothing: the
+    # client's error holds the server's text, which may echo the key (see memoryscope.models.http).
     def _next_or_raise(self, stream: Iterator[Any]) -> Any:
         try:
             return next(stream, None)
         except Exception as error:
-            raise self._broken_stream(error) from error
+            broken = self._broken_stream(error)
+        raise broken
+
+    async def _anext_or_raise(self, stream: AsyncIterator[Any]) -> Any:
+        try:
+            return await anext(stream, None)
+        except Exception as error:
+            broken = self._broken_stream(error)
+        raise broken
 
     def _broken_stream(self, error: Exception) -> ModelError:
         reason = attempt_failure(error, self._timeout_s).reason
