@@ -6,13 +6,15 @@ Plain data and pure functions; the locking and threads stay in `memoryscope.sche
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from memoryscope.context import MemoryContext
+from memoryscope.errors import MemoryScopeError
 from memoryscope.memory import MemoryStatus, MemoryType, utc_now
+from memoryscope.message_retries import Backlog, backlog, pending_filter
 from memoryscope.stores.base import MemoryFilter, MemoryStore
 
 if TYPE_CHECKING:
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
     from memoryscope.workflow import RunResult
 
 __all__ = [
+    "Backlog",
     "RunRecord",
     "Running",
     "RunningOperation",
@@ -31,6 +34,8 @@ __all__ = [
     "count_pending",
     "fired_trigger",
     "log_run",
+    "message_backlog",
+    "message_backlogs",
     "pending_counts",
     "readable",
     "run_record",
@@ -39,6 +44,12 @@ __all__ = [
 
 
 CHECK = "trigger check"  # the operation name under which a failed check is recorded
+# Beside the count of ready messages: the failures so far of those ready again after a backoff.
+# A change of it is news, so messages ready again fire the trigger even when their count is the
+# one of the run that failed on them; a count that does not move never fires twice.
+RETRIED = "retried message failures"
+
+logger = logging.getLogger("memoryscope.scheduler")
 
 
 @dataclass(frozen=True, order=True)
@@ -140,6 +151,8 @@ class SchedulerStatus:
     last_errors: Mapping[tuple[str, str], RunRecord]  # the latest failed run, kept after later successes
     runs: int
     errors: int
+    # per scope label, for the scopes seen: pending messages ready, backing off, parked as failed
+    messages: Mapping[str, Backlog] = field(default_factory=dict)
 
     def last_error(self, who: str, operation: str) -> str:
         """The latest error of `operation` for `who` (a `Scope.label`, e.g. the user name); "" if none."""
@@ -164,25 +177,37 @@ class Running:
     abandoned: bool = False
 
 
+def message_backlog(store: MemoryStore, scope: Scope) -> Backlog:
+    """The scope's pending messages by state (see `memoryscope.message_retries`)."""
+    return backlog(store, pending_filter(scope.user_name, scope.target_name, scope.workspace))
+
+
+def message_backlogs(store: MemoryStore | None, scopes: Iterable[Scope]) -> dict[str, Backlog]:
+    """`message_backlog` per scope label; a scope the store cannot count now is left out (a
+    status is read while a store may be closing)."""
+    found: dict[str, Backlog] = {}
+    if store is None:
+        return found
+    for scope in scopes:
+        try:
+            found[scope.label] = message_backlog(store, scope)
+        except MemoryScopeError as error:
+            logger.debug("could not count the pending messages of %r: %s", scope.label, error)
+    return found
+
+
 def count_pending(store: MemoryStore, kind: str, scope: Scope) -> int:
-    """Pending messages or unreflected observations in `scope`."""
+    """Pending messages ready for a run, or unreflected observations, in `scope`."""
     if kind == "messages":
-        memory_filter = MemoryFilter(
-            user_name=scope.user_name,
-            target_name=scope.target_name,
-            workspace=scope.workspace,
-            memory_types=(MemoryType.CONVERSATION,),
-            reflected=False,
-        )
-    else:
-        memory_filter = MemoryFilter(
-            user_name=scope.user_name,
-            target_name=scope.target_name,
-            workspace=scope.workspace,
-            memory_types=(MemoryType.OBSERVATION, MemoryType.OBS_CUSTOMIZED),  # what reflection loads
-            status=MemoryStatus.VALID,
-            reflected=False,
-        )
+        return message_backlog(store, scope).ready
+    memory_filter = MemoryFilter(
+        user_name=scope.user_name,
+        target_name=scope.target_name,
+        workspace=scope.workspace,
+        memory_types=(MemoryType.OBSERVATION, MemoryType.OBS_CUSTOMIZED),  # what reflection loads
+        status=MemoryStatus.VALID,
+        reflected=False,
+    )
     return store.count(memory_filter)
 
 
@@ -195,7 +220,13 @@ def pending_counts(store: MemoryStore | None, triggers: Triggers, scope: Scope) 
     """The scope's count for each counted trigger that is set (none without a store)."""
     if store is None:
         return {}
-    return {kind: count_pending(store, kind, scope) for kind, threshold in thresholds(triggers) if threshold is not None}
+    counts: dict[str, int] = {}
+    if triggers.messages is not None:
+        messages = message_backlog(store, scope)
+        counts["messages"], counts[RETRIED] = messages.ready, messages.retried_failures
+    if triggers.observations is not None:
+        counts["observations"] = count_pending(store, "observations", scope)
+    return counts
 
 
 def fired_trigger(triggers: Triggers, counts: Mapping[str, int], track: Track) -> str | None:
@@ -204,7 +235,8 @@ def fired_trigger(triggers: Triggers, counts: Mapping[str, int], track: Track) -
         count = counts.get(kind)
         if threshold is None or count is None or count < threshold:
             continue
-        if track.news or track.settled.get(kind) != count:
+        retried = kind == "messages" and track.settled.get(RETRIED) != counts.get(RETRIED)
+        if track.news or track.settled.get(kind) != count or retried:
             noun = "pending messages" if kind == "messages" else "unreflected observations"
             return f"{count} {noun} (trigger_{kind}: {threshold})"
     if track.interval_due:

@@ -1,4 +1,4 @@
-"""The `memoryscope` command: check-config, demo, run, chat, export, import, migrate, reembed.
+"""The `memoryscope` command: check-config, demo, run, chat, doctor, export, import, migrate, reembed.
 
 MemoryScope 0.1.x's form, `memoryscope --config_path=PATH` or `memoryscope --language=en
 --generation_backend=... ...` (flags named after `Arguments` fields), starts the chat as it did.
@@ -14,6 +14,8 @@ import types
 from collections.abc import Callable, Sequence
 from functools import partial
 
+from memoryscope.cli_history import add_history_commands
+from memoryscope.cli_status import add_status_commands
 from memoryscope.compat.flags import is_flag_form, parse_flags
 from memoryscope.errors import MemoryScopeError
 from memoryscope.transfer.commands import add_transfer_commands
@@ -65,6 +67,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--text", action="append", default=[], help="memory text for add_memory (repeatable)")
     run.add_argument("--id", action="append", default=[], dest="ids", help="memory id for delete_memory (repeatable)")
     run.add_argument("--json", action="store_true", help="print the memories as JSON lines")
+    run.add_argument("--retry-failed", action="store_true", help="consolidate_memory: retry messages parked after failures too")
     run.set_defaults(handler=_run)
 
     chat = commands.add_parser("chat", help="chat with memory; slash commands for every operation (/help)")
@@ -73,7 +76,13 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--no-stream", action="store_true", help="print each reply whole instead of as it comes")
     chat.add_argument("-y", "--yes", action="store_true", help="do not ask before /delete_all")
     chat.set_defaults(handler=_chat)
+
+    doctor = commands.add_parser("doctor", help="check a store in full: the file, every memory, vector and keyword entry")
+    doctor.add_argument("--config", default="default", help="config name or path (default: default)")
+    doctor.set_defaults(handler=_doctor)
     add_transfer_commands(commands)
+    add_history_commands(commands)
+    add_status_commands(commands)
     return parser
 
 
@@ -109,6 +118,12 @@ def _chat(args: argparse.Namespace) -> int:
     return run_chat(args.config, args.user, stream=not args.no_stream, assume_yes=args.yes)
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    from memoryscope.doctor import run_doctor
+
+    return run_doctor(args.config)
+
+
 def _flag_form_chat(argv: list[str]) -> int:
     from memoryscope.app import MemoryScope
     from memoryscope.cli_chat import run_session
@@ -130,6 +145,8 @@ def _run(args: argparse.Namespace) -> int:
             inputs["new_memories"] = tuple(args.text)
         if args.ids:
             inputs["memory_ids"] = tuple(args.ids)
+        if args.retry_failed:
+            inputs["retry_failed"] = True
         result = scope.default_service.run_operation(args.operation, args.user, **inputs)
         settings = scope.config.settings
         for memory in result.context.memories:

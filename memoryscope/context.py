@@ -18,7 +18,7 @@ import numpy as np
 from memoryscope.memory import MemoryNode
 from memoryscope.stores.base import TimeRange
 
-__all__ = ["MemoryContext", "Message", "CONTEXT_FIELDS", "CALLER_FIELDS"]
+__all__ = ["MemoryContext", "Message", "TextVector", "CONTEXT_FIELDS", "CALLER_FIELDS"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,17 @@ class Message:
     time: datetime
     name: str = ""  # the speaker's name, when the chat has several people
     message_id: str = ""
+
+
+@dataclass(frozen=True)
+class TextVector:
+    """A text the caller already embedded with the store's embedding model, as a query or as a
+    passage (for a memory, `memoryscope.memory.embedding_text`). A step that would embed exactly
+    this text the same way uses the vector instead; any other text is embedded as usual."""
+
+    text: str
+    vector: np.ndarray = field(compare=False)
+    is_query: bool
 
 
 @dataclass
@@ -47,6 +58,8 @@ class MemoryContext:
     memory_ids: tuple[str, ...] = ()  # for delete_memory
     new_memories: tuple[str, ...] = ()  # texts for add_memory
     chat_history: tuple[Message, ...] = ()  # the chat's recent turns before the query, oldest first
+    embedded: tuple[TextVector, ...] = ()  # texts already embedded (a chat turn's query and message)
+    retry_failed: bool = False  # consolidate_memory: take messages parked or backing off after failures too
     # -- written by workers --
     time_range: TimeRange | None = None  # when the query is about (extract_time)
     retrieved: tuple[MemoryNode, ...] = ()  # candidates from the store
@@ -68,6 +81,9 @@ class MemoryContext:
     result: str = ""  # a readable summary of what the operation did
     details: dict[str, Any] = field(default_factory=dict)  # numbers for the caller (counts, ids)
     stop_reason: str = ""
+    # -- set by the workflow runner, for every step --
+    operation: str = ""  # the operation this run is
+    run_id: str = ""  # this run's id: kept with every change it makes (memory history, `memoryscope undo`)
 
     def stop(self, reason: str) -> None:
         """Ask the runner to end the workflow after the current step, with `reason`."""
@@ -91,5 +107,7 @@ CALLER_FIELDS: frozenset[str] = frozenset(
         "memory_ids",
         "new_memories",
         "chat_history",
+        "embedded",
+        "retry_failed",
     )
 )

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from memoryscope.config.bounds import BoundedParams
 from memoryscope.registry import Registry
 
 __all__ = ["OperationParams", "FrontendOperation", "BackendOperation", "OPERATIONS"]
 
 
-class OperationParams(BaseModel):
+class OperationParams(BoundedParams):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     workflow: str = Field(..., description="Workers to run: `a,[b|c,d],e` (parallel branches in brackets).")
@@ -50,7 +51,9 @@ class BackendOperation(OperationKind):
     class Params(OperationParams):
         trigger_messages: int | None = Field(None, gt=0, description="Run when this many new messages wait.")
         trigger_observations: int | None = Field(None, gt=0, description="Run when this many observations are unreflected.")
-        interval_time: float | None = Field(None, gt=0, description="Run at most every this many seconds (0.1.x name).")
+        interval_time: float | None = Field(
+            None, gt=0, le=366 * 24 * 3600, description="Run at most every this many seconds (0.1.x name; a year at most)."
+        )
 
 
 # MemoryScope 0.1.x had a separate class for consolidation; it is a backend operation here.

@@ -3,7 +3,8 @@
 Triggers come from each backend operation's config:
 
 - `trigger_messages: N` — the user has N or more pending messages (conversation memories not
-  yet consolidated, `reflected=False`);
+  yet consolidated, `reflected=False`), not counting those backing off or parked after failed
+  runs (`memoryscope.message_retries`; one ready again after its backoff is news);
 - `trigger_observations: N` — N or more valid observations (and memories the user added,
   `obs_customized`, which reflection reads too) not yet reflected on;
 - `interval_time: S` — every S seconds, for each user this scheduler has seen.
@@ -31,8 +32,9 @@ Jobs run on a pool of `threads` threads, so different users' operations run side
 running operations. One still running then is abandoned: its context is told to stop, so the
 runner ends it after the current step and runs no later step. Backend workflows write once, at
 their end, in one atomic store write — an abandoned run therefore writes nothing, and its input
-is still pending for the next start. Errors in a background run never stop the scheduler: they
-are logged and kept in `status()`.
+is still pending for the next start (only the failure notes of messages the model's answer about
+was unreadable are written when found). Errors in a background run never stop the scheduler:
+they are logged and kept in `status()`, with each seen user's pending messages by state.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ from memoryscope._scheduler_state import (
     check_failure,
     fired_trigger,
     log_run,
+    message_backlogs,
     pending_counts,
     run_record,
 )
@@ -199,6 +202,7 @@ class Scheduler:
         return result
 
     def status(self) -> SchedulerStatus:
+        messages = message_backlogs(self._store, self.scopes())  # store reads, outside the lock
         with self._state:
             return SchedulerStatus(
                 enabled=self.enabled,
@@ -210,6 +214,7 @@ class Scheduler:
                 last_errors=dict(self._last_errors),
                 runs=self._runs,
                 errors=self._errors,
+                messages=messages,
             )
 
     def wait_idle(self, timeout: float | None = None) -> bool:

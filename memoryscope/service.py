@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field
+from pydantic import AliasChoices, ConfigDict, Field
 
 from memoryscope.compat.inputs import caller_inputs
+from memoryscope.config.bounds import BoundedParams
 from memoryscope.config.schema import GlobalSettings
 from memoryscope.context import CALLER_FIELDS, MemoryContext
 from memoryscope.errors import MemoryScopeError, UnknownNameError
@@ -66,7 +67,7 @@ class MemoryService:
     messages (`read_message`, or any operation given `messages=`) tells the scheduler.
     """
 
-    class Params(BaseModel):
+    class Params(BoundedParams):
         model_config = ConfigDict(extra="forbid", frozen=True)
 
         human_name: str = Field("user", description="How memories name the user when the chat gives no name.")

@@ -12,8 +12,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from memoryscope.config.bounds import BoundedParams
 from memoryscope.context import MemoryContext
 from memoryscope.env import Env
 from memoryscope.registry import Registry
@@ -21,8 +22,9 @@ from memoryscope.registry import Registry
 __all__ = ["Worker", "WorkerParams", "LLMWorkerParams", "WORKERS", "register_worker"]
 
 
-class WorkerParams(BaseModel):
-    """Base of every worker's `Params`: unknown keys are an error."""
+class WorkerParams(BoundedParams):
+    """Base of every worker's `Params`: unknown keys are an error, numbers are bounded
+    (`memoryscope.config.bounds`: at most 10,000,000 unless a field sets its own `le=`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -12,11 +12,13 @@ from pydantic import Field, field_validator
 
 from memoryscope.context import MemoryContext
 from memoryscope.env import Env
+from memoryscope.history import ChangeSource
 from memoryscope.llm_output import extract_json
-from memoryscope.memory import MemoryNode, MemoryType
+from memoryscope.memory import MemoryNode, utc_now
+from memoryscope.message_retries import FAILED, cleared, note_failure, pending_filter, pending_messages
 from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.prompts import load_prompts
-from memoryscope.stores.base import MemoryFilter, MemoryStore
+from memoryscope.stores.base import MemoryStore
 from memoryscope.worker import LLMWorkerParams, Worker, register_worker
 from memoryscope.workers._consolidation import (
     ask_in_chunks,
@@ -34,6 +36,10 @@ logger = logging.getLogger(__name__)
 
 NO_NEW_MESSAGES = "no new messages"
 _NO_NEW_MESSAGES = {"en": "no new messages", "zh": "没有新消息"}
+_ALL_LEFT_PENDING = {
+    "en": "left {n} message(s) pending: the model's answer about them was unreadable",
+    "zh": "{n} 条消息仍待整理：模型对它们的回答无法解析",
+}
 # `3: 2`, `[3] 2`, `Result: <3> <2>`, `- 3. score 2`, `句子3：2分`: a sentence number, then a score 0-3.
 _SCORE_LINE = re.compile(
     r"^\s*(?:[-*•]\s*)?(?:(?:result|sentence|message|结果|句子|消息)\s*[:：]?\s*)?[<\[(（【#]?\s*(\d+)\s*[>\])）】]?"
@@ -52,16 +58,23 @@ class InfoFilterWorker(Worker):
 
     Pending means `reflected=False` (not consolidated yet), of this user, target and workspace:
     the first stored, at most `max_pending_messages` (the rest wait for the next run), in the
-    order they were said. With none,
-    the workflow stops with "no new messages". All of them become `pending_messages` (so the
-    last step marks them consolidated); the user's ones are scored 0-3 by the generation model
-    in ONE call per prompt-budget chunk (numbered lines in, `N: score` lines out), and those
-    scored in `preserved_scores` become `informative_messages`. Assistant messages are kept
-    but never mined. A message the model did not score counts as not informative and is named
-    in `details[<worker name>]["unscored_message_ids"]`.
+    order they were said; messages backing off or parked after failures (see
+    `memoryscope.message_retries`) only when the caller asks `retry_failed`. With none, the
+    workflow stops with "no new messages". The user's ones are scored 0-3 by the generation
+    model in ONE call per prompt-budget chunk (numbered lines in, `N: score` lines out), and
+    those scored in `preserved_scores` become `informative_messages`. Assistant messages are
+    kept but never mined. A message a readable answer left out counts as not informative and is
+    named in `details[<worker name>]["unscored_message_ids"]`.
+
+    The messages of a chunk whose answer stayed unreadable after the one repair request are
+    left pending: their failure is noted on them at once (count, error, backoff; parked after
+    `max_consolidation_failures`), in a write of their own that never revives a deleted message,
+    and they are named in `details[<worker name>]["failed_message_ids"]`. The others become
+    `pending_messages` (so the last step marks them consolidated); when none is left, the
+    workflow stops saying so.
     """
 
-    reads: ClassVar[tuple[str, ...]] = ("user_name", "target_name", "workspace")
+    reads: ClassVar[tuple[str, ...]] = ("user_name", "target_name", "workspace", "retry_failed")
     writes: ClassVar[tuple[str, ...]] = ("pending_messages", "informative_messages")
     needs_generation_model: ClassVar[bool] = True
 
@@ -81,6 +94,20 @@ class InfoFilterWorker(Worker):
             3000,
             gt=200,
             description="Estimated prompt tokens per LLM call; more messages than fit are split into further calls.",
+        )
+        max_consolidation_failures: int = Field(
+            3,
+            gt=0,
+            le=1000,
+            description="Runs a message may fail on (the model's answer about it unreadable after one repair request) "
+            "before it is parked as failed: then only `retry_failed` (`memoryscope run consolidate_memory "
+            "--retry-failed`) takes it again.",
+        )
+        retry_backoff_s: float = Field(
+            60.0,
+            ge=0,
+            le=86_400,
+            description="How long a message waits after its first failure; doubled after each further one, at most a day.",
         )
 
         @field_validator("preserved_scores", mode="before")
@@ -120,35 +147,58 @@ class InfoFilterWorker(Worker):
             ctx.stop(NO_NEW_MESSAGES)
             return
         users = [node for node in pending if node.meta.get("role", "user") == "user"]
-        scores, calls = self._scores(ctx, users) if users else ({}, 0)
+        scores, unreadable, calls = self._scores(ctx, users) if users else ({}, set(), 0)
+        failed = self._note_failures(ctx, [node for node in users if node.memory_id in unreadable]) if unreadable else []
         preserved = set(self.params.preserved_scores)
-        informative = tuple(node for node in users if scores.get(node.memory_id) in preserved)
-        unscored = [node.memory_id for node in users if node.memory_id not in scores]
+        taken = [cleared(node) for node in pending if node.memory_id not in unreadable]  # consolidated: notes gone
+        informative = tuple(node for node in taken if scores.get(node.memory_id) in preserved)
+        unscored = [node.memory_id for node in users if node.memory_id not in scores and node.memory_id not in unreadable]
         if unscored:
             logger.warning("worker %s: %d message(s) got no score; kept as not informative", self.name, len(unscored))
-        ctx.pending_messages = tuple(pending)
+        ctx.pending_messages = tuple(taken)
         ctx.informative_messages = informative
         ctx.details[self.name] = {
             "pending": len(pending),
             "scored": len(scores),
             "informative": len(informative),
             "unscored_message_ids": unscored,
+            "failed_message_ids": [node.memory_id for node in failed],
+            "parked": sum(1 for node in failed if node.meta.get(FAILED)),
             "llm_calls": calls,
         }
+        if not taken:
+            ctx.result = _ALL_LEFT_PENDING.get(self._language, _ALL_LEFT_PENDING["en"]).format(n=len(failed))
+            ctx.stop(_ALL_LEFT_PENDING["en"].format(n=len(failed)))
 
     def _pending(self, ctx: MemoryContext) -> list[MemoryNode]:
-        memory_filter = MemoryFilter(
-            user_name=ctx.user_name,
-            target_name=ctx.target_name,
-            workspace=ctx.workspace,
-            memory_types=(MemoryType.CONVERSATION,),
-            reflected=False,
-        )
-        found = self._store.scan(memory_filter, limit=self.params.max_pending_messages, newest_first=False)
+        memory_filter = pending_filter(ctx.user_name, ctx.target_name, ctx.workspace)
+        found = pending_messages(self._store, memory_filter, self.params.max_pending_messages, retry_failed=ctx.retry_failed)
         return sorted(found, key=lambda node: (node.message_time or node.created_at, node.created_at))
 
-    def _scores(self, ctx: MemoryContext, users: Sequence[MemoryNode]) -> tuple[dict[str, int], int]:
-        """memory_id → score for the messages the model scored, and how many chunks were asked."""
+    def _note_failures(self, ctx: MemoryContext, nodes: Sequence[MemoryNode]) -> list[MemoryNode]:
+        """Note on `nodes` that the model's answer about them was unreadable, and write that now:
+        they stay pending, whatever the rest of the run does. A message deleted meanwhile stays
+        deleted (`requires`)."""
+        model = self._model.model_name if self._model is not None else self.params.generation_model
+        error = f"worker {self.name}: the message scores from {model} stayed unreadable after one repair request"
+        now, params = utc_now(), self.params
+        noted = [
+            note_failure(node, error, now, max_failures=params.max_consolidation_failures, backoff_s=params.retry_backoff_s)
+            for node in nodes
+        ]
+        requires = {node.memory_id: (node.memory_id,) for node in noted}
+        dropped = set(self._store.upsert(noted, requires=requires, change=ChangeSource.of(ctx)))
+        written = [node for node in noted if node.memory_id not in dropped]
+        parked = sum(1 for node in written if node.meta.get(FAILED))
+        logger.warning(
+            "worker %s: the scores of %d message(s) stayed unreadable; left pending (%d parked as failed)",
+            self.name, len(written), parked,
+        )  # fmt: skip
+        return written
+
+    def _scores(self, ctx: MemoryContext, users: Sequence[MemoryNode]) -> tuple[dict[str, int], set[str], int]:
+        """memory_id → score for the messages the model scored, the ids of those whose answer
+        stayed unreadable, and how many chunks were asked."""
         model = require_model(self._model, self.name, self.params.generation_model)
         name = subject_name(ctx)
         lines = [
@@ -173,6 +223,7 @@ class InfoFilterWorker(Worker):
             ]
 
         scores: dict[str, int] = {}
+        unreadable: set[str] = set()
         answers = ask_in_chunks(
             model,
             chunks,
@@ -183,10 +234,13 @@ class InfoFilterWorker(Worker):
             what="message scores",
         )
         for chunk, answer in answers:
-            for number, score in (answer or {}).items():
+            if answer is None:
+                unreadable.update(users[index].memory_id for index in chunk)
+                continue
+            for number, score in answer.items():
                 if 1 <= number <= len(chunk):
                     scores[users[chunk[number - 1]].memory_id] = score
-        return scores, len(chunks)
+        return scores, unreadable, len(chunks)
 
 
 def parse_scores(reply: str) -> dict[int, int]:

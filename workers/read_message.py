@@ -7,11 +7,14 @@ from datetime import datetime, timedelta
 from typing import ClassVar
 from zoneinfo import ZoneInfo
 
+import numpy as np
 from pydantic import Field
 
 from memoryscope.context import MemoryContext, Message
 from memoryscope.env import Env
-from memoryscope.memory import MemoryNode, MemoryType, utc_now
+from memoryscope.errors import MemoryScopeError
+from memoryscope.history import ChangeSource
+from memoryscope.memory import MemoryNode, MemoryType, embedding_text, utc_now
 from memoryscope.stores.base import MemoryFilter, MemoryStore, TimeRange
 from memoryscope.timeparse import find_time_expressions
 from memoryscope.worker import Worker, WorkerParams, register_worker
@@ -60,9 +63,13 @@ class ReadMessageWorker(Worker):
     `memoryscope.timeparse` can place ("yesterday", "last Saturday", "on 3 May", "上周六") gets
     `event_time` = the start of the first such time, read in the configured zone at the time it
     was said; `fuse_rerank` and `retrieve_memory` match a query's time range on it.
+
+    A message longer than `max_message_chars` fails the whole call before anything is stored, so
+    no batch is kept in part. Vectors are the store's, except for a message whose passage vector
+    the caller gives in `embedded` (a chat turn embeds its query and its message together).
     """
 
-    reads: ClassVar[tuple[str, ...]] = ("messages",)
+    reads: ClassVar[tuple[str, ...]] = ("messages", "embedded")
     writes: ClassVar[tuple[str, ...]] = ("details", "result")
 
     class Params(WorkerParams):
@@ -83,6 +90,12 @@ class ReadMessageWorker(Worker):
             description="Set a message's event_time to the first time it mentions, read at the time it was said "
             "('yesterday I went bowling' -> the day before), so a question about that day finds it.",
         )
+        max_message_chars: int = Field(
+            100_000,
+            gt=0,
+            description="The longest message kept, in characters: a longer one fails the call and nothing of it is "
+            "stored. (What is embedded is cut anyway, by the embedding model's `max_input_tokens`.)",
+        )
 
     params: Params
 
@@ -93,6 +106,7 @@ class ReadMessageWorker(Worker):
 
     def run(self, ctx: MemoryContext) -> None:
         kept = [message for message in ctx.messages if message.role != "system" and message.content.strip()]
+        self._check_sizes(ctx.messages)
         ids = [message_memory_id(ctx, message) for message in kept]
         known = {node.memory_id: node for node in self._store.get(ids)} if ids else {}
         reach = max(self.params.context_messages, self.params.reply_messages)
@@ -108,7 +122,7 @@ class ReadMessageWorker(Worker):
                 nodes[memory_id] = self._node(ctx, message, memory_id, self._neighbours(texts, at), moment)
         new = list(nodes.values())
         if new:
-            self._store.upsert(new)
+            self._store.upsert(new, _given_vectors(ctx, new), change=ChangeSource.of(ctx))
         stored_in_order = [*earlier, *(known.get(memory_id) for memory_id in ids)]
         self._extend_replies(stored_in_order, texts)
         ctx.details["stored_messages"] = len(new)
@@ -116,6 +130,17 @@ class ReadMessageWorker(Worker):
         ctx.result = _RESULT[self._language].format(
             new=len(new), known=len(known), messages="message" if len(new) == 1 else "messages"
         )
+
+    def _check_sizes(self, messages: tuple[Message, ...]) -> None:
+        limit = self.params.max_message_chars
+        for position, message in enumerate(messages, start=1):
+            size = len(message.content.strip())
+            if size > limit and message.role != "system":
+                named = f" (id {message.message_id!r})" if message.message_id else ""
+                raise MemoryScopeError(
+                    f"message {position}{named} has {size} characters, more than `max_message_chars` ({limit}) of "
+                    f"worker {self.name!r}; none of the {len(messages)} messages was stored. Split it, or raise the limit."
+                )
 
     def _neighbours(self, texts: list[str], at: int) -> dict[str, str]:
         """`context` and `reply` meta of the message at `texts[at]` (absent when empty)."""
@@ -181,3 +206,13 @@ class ReadMessageWorker(Worker):
 
     def _aware(self, moment: datetime) -> datetime:
         return moment.replace(tzinfo=self._zone) if moment.tzinfo is None else moment
+
+
+def _given_vectors(ctx: MemoryContext, nodes: list[MemoryNode]) -> np.ndarray | None:
+    """The caller's passage vectors of `nodes` (`embedded`, by exact text) when it gave one for
+    each, else None: the store embeds them."""
+    given = {item.text: item.vector for item in ctx.embedded if not item.is_query}
+    texts = [embedding_text(node) for node in nodes] if given else []
+    if not texts or any(text not in given for text in texts):
+        return None
+    return np.vstack([given[text] for text in texts])

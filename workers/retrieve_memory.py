@@ -60,7 +60,8 @@ class RetrieveMemoryWorker(Worker):
     kind keeps retrieval (on the user's path) as fast as a single store search, and its scores
     compare across kinds; the price is that a kind that ranks low may get fewer than its top-k
     (relevance first). Expired memories (for listing and deleting) take a second search. The
-    query is embedded once with the store's model (or `query_vector` is used). With an empty
+    query is embedded once with the store's model (or `query_vector` is used, or a vector in
+    `embedded` made for exactly this query text, as a chat turn gives). With an empty
     query the newest memories of each kind are listed instead.
 
     Every call is scoped to the context's `user_name` + `target_name` + `workspace`.
@@ -72,7 +73,7 @@ class RetrieveMemoryWorker(Worker):
     parallel branch) wrote it: the default `boost` leaves time to `fuse_rerank`.
     """
 
-    reads: ClassVar[tuple[str, ...]] = ("query", "query_vector")
+    reads: ClassVar[tuple[str, ...]] = ("query", "query_vector", "embedded")
     # Read when present, never required: the default workflow runs extract_time beside this step.
     optional_reads: ClassVar[tuple[str, ...]] = ("time_range",)
     writes: ClassVar[tuple[str, ...]] = ("retrieved", "memories")
@@ -157,7 +158,16 @@ class RetrieveMemoryWorker(Worker):
             return None
         if ctx.query_vector is not None:
             return ctx.query_vector
-        return None if self._embedder is None else self._embedder.embed_query(ctx.query)
+        embedder = self._embedder
+        if embedder is None:
+            return None
+        # `embedded` holds the store model's vectors: another model's query is embedded here. A step
+        # before this one may have changed the query (set_query trims it): the text must match.
+        if embedder is self._store.embedding_model:
+            given = next((item.vector for item in ctx.embedded if item.is_query and item.text == ctx.query), None)
+            if given is not None:
+                return given
+        return embedder.embed_query(ctx.query)
 
     def _list(self, scope: MemoryFilter, group: _Group) -> list[MemoryNode]:
         memory_filter = _filter(scope, group.memory_types, group.status)

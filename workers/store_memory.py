@@ -7,6 +7,7 @@ from typing import ClassVar
 
 from memoryscope.context import MemoryContext
 from memoryscope.env import Env
+from memoryscope.history import ChangeSource, is_pinned
 from memoryscope.memory import MemoryNode, utc_now
 from memoryscope.stores.base import MemoryStore
 from memoryscope.worker import Worker, WorkerParams, register_worker
@@ -45,6 +46,9 @@ class StoreMemoryWorker(Worker):
     reflected. Every node written gets `updated_at` = now. Either all of it lands or none does,
     so a failed or killed run leaves the messages pending for the next one, and a rerun adds
     nothing twice (the nodes' ids are deterministic).
+
+    A pinned memory (`memoryscope pin ID`) is never expired or rewritten: an expiry or insight
+    update of one is left out (counted in `details[<worker name>]["pinned_kept"]`).
 
     A user's delete is never undone: every node the run loaded is written back only if it
     still exists at write time, and a new memory only if what it was drawn from still does
@@ -89,24 +93,33 @@ class StoreMemoryWorker(Worker):
 
         # Later groups win for the same id: an expiry outranks everything, and a node that was
         # pending or unreflected is marked reflected whatever else happened to it.
+        # a pinned memory is never expired or rewritten by a run (marking it reflected is fine)
+        pinned = {node.memory_id for node in (*ctx.today_memories, *ctx.insights, *ctx.expired_memories) if is_pinned(node)}
+        insights = [node for node in ctx.updated_insights if node.memory_id not in pinned]
+        expired = [node for node in ctx.expired_memories if node.memory_id not in pinned]
         put(ctx.unreflected_observations)
         put(ctx.pending_messages)
         put(ctx.new_observations)
-        put(ctx.updated_insights)
-        put(ctx.expired_memories)
+        put(insights)
+        put(expired)
         written = [
             node.replace(updated_at=now, reflected=node.reflected or node.memory_id in consolidated) for node in nodes.values()
         ]
-        dropped = self._store.upsert(written, requires=_requirements(ctx, written)) if written else []
+        dropped = (
+            self._store.upsert(written, requires=_requirements(ctx, written), change=ChangeSource.of(ctx)) if written else []
+        )
         counts = {
             "observations": len(ctx.new_observations),
-            "insights": len(ctx.updated_insights),
-            "expired": len(ctx.expired_memories),
+            "insights": len(insights),
+            "expired": len(expired),
             "messages": len(ctx.pending_messages),
             "reflected": len(ctx.unreflected_observations),
         }
         kept = [node.memory_id for node in written if node.memory_id not in set(dropped)]
-        ctx.details[self.name] = {**counts, "written": len(kept), "memory_ids": kept, "dropped": len(dropped)}
+        kept_pinned = len(ctx.updated_insights) - len(insights) + len(ctx.expired_memories) - len(expired)
+        ctx.details[self.name] = {
+            **counts, "written": len(kept), "memory_ids": kept, "dropped": len(dropped), "pinned_kept": kept_pinned,
+        }  # fmt: skip
         ctx.result = self._summary(counts, len(dropped))
 
     def _summary(self, counts: dict[str, int], dropped: int) -> str:

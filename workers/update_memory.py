@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 
 from memoryscope.context import MemoryContext
 from memoryscope.env import Env
+from memoryscope.history import ChangeSource
 from memoryscope.memory import MemoryNode, MemoryType
 from memoryscope.stores.base import MemoryFilter, MemoryStore
 from memoryscope.worker import Worker, WorkerParams, register_worker
@@ -95,7 +96,7 @@ class UpdateMemoryWorker(Worker):
         elif self.params.method == "delete":
             self._delete(ctx)
         else:
-            count = self._store.delete_by_filter(_scope(ctx))
+            count = self._store.delete_by_filter(_scope(ctx), change=ChangeSource.of(ctx))
             ctx.details["deleted_count"] = count
             ctx.result = self._messages["delete_all"].format(count=count, memories=_memories(count))
 
@@ -118,7 +119,7 @@ class UpdateMemoryWorker(Worker):
             ctx.details["added"] = []
             ctx.result = self._messages["nothing"]
             return
-        self._store.upsert(nodes)
+        self._store.upsert(nodes, change=ChangeSource.of(ctx))
         ctx.details["added"] = [node.memory_id for node in nodes]
         ctx.result = self._messages["add"].format(count=len(nodes), memories=_memories(len(nodes)))
 
@@ -138,7 +139,7 @@ class UpdateMemoryWorker(Worker):
         ]
         mine = set(owned)
         unknown = [memory_id for memory_id in asked if memory_id not in mine]
-        count = self._store.delete(owned) if owned else 0
+        count = self._store.delete(owned, change=ChangeSource.of(ctx)) if owned else 0
         ctx.details["deleted"] = owned
         ctx.details["unknown_ids"] = unknown
         result = self._messages["delete"].format(count=count, memories=_memories(count))

@@ -12,26 +12,30 @@
 Each turn: the `retrieve_operation` finds memories for the query; the generation model answers
 with them and the current time in its system prompt; the user's message is stored with the
 `store_operation` (which tells the service's scheduler, so consolidation runs when enough
-messages wait). Without a generation model the reply lists the memories found instead (the
-first reply of a chat says why), and nothing fails.
+messages wait). The query and the message to store are embedded together, once, by the store's
+model (one request for a remote one), and both operations use those vectors. Without a
+generation model the reply lists the memories found instead (the first reply of a chat says
+why), and nothing fails.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
 from memoryscope.chat.base import CHATS, ChatParams, ChatResponse
 from memoryscope.chat.prompt import NO_MEMORIES, SystemPrompt
-from memoryscope.context import Message
-from memoryscope.errors import MemoryScopeError
-from memoryscope.memory import MemoryNode, format_time
+from memoryscope.chat.streaming import astream_reply, one, stream_reply, with_delta
+from memoryscope.chat.turns import ChatTurn, HistoryStrategy, history_turns, said, turn_messages
+from memoryscope.context import Message, TextVector
+from memoryscope.memory import MemoryNode, embedding_text_of, format_time
 from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.workflow import RunResult
 
@@ -46,18 +50,6 @@ NO_LLM_NOTICE = {
     "zh": "未配置大模型，以下是与你的消息相关的记忆（代替回复）：",
 }
 NO_LLM_HEADER = {"en": "What I remember that fits your message:", "zh": "与你的消息相关的记忆："}
-HISTORY_STRATEGIES = "'auto' (the turns not consolidated yet), None (no turns) or a number of recent turns"
-
-
-@dataclass(frozen=True)
-class ChatTurn:
-    """One exchange: the user's query, the reply, when it was asked, the memories it stored."""
-
-    query: str
-    reply: str
-    time: datetime
-    stored_ids: tuple[str, ...] = ()
-    user_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -68,6 +60,17 @@ class _Ask:
     user_name: str
     time: datetime
     remember: bool  # keep the turn and store the message (0.1.x `remember_response`)
+    embedded: tuple[TextVector, ...] = ()  # the query and the message to store, already embedded
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """A turn ready for the model: the query, what was found for it, the model and the messages."""
+
+    ask: _Ask
+    meta: dict[str, Any]
+    model: GenerationModel | None
+    messages: list[ChatMessage]
 
 
 @CHATS.register("api_memory_chat")
@@ -109,7 +112,7 @@ class ApiMemoryChat:
     @property
     def history(self) -> list[ChatMessage]:
         """This user's kept turns as chat messages, oldest first."""
-        return [message for turn in self._turns_of(self.user_name) for message in _turn_messages(turn)]
+        return [message for turn in self._turns_of(self.user_name) for message in turn_messages(turn)]
 
     def for_user(self, user_name: str) -> ApiMemoryChat:
         """A new chat like this one, for another user's memories."""
@@ -124,7 +127,7 @@ class ApiMemoryChat:
         system_prompt: str | None = None,
         memory_prompt: str | None = None,
         temporary_memories: str | None = None,
-        history_message_strategy: Literal["auto"] | int | None = "auto",
+        history_message_strategy: HistoryStrategy = "auto",
         remember_response: bool = True,
         *,
         history: Sequence[ChatMessage | Mapping[str, str]] | None = None,
@@ -142,21 +145,23 @@ class ApiMemoryChat:
         nor its message. `history` (chat messages, or dicts with `role` and `content`) replaces
         the chat's own turns for this call; `query_time` is when the query was asked (default now).
         """
-        ask = self._ask(query, role_name, query_time, remember_response)
+        turn = self._prepare(
+            query, role_name, query_time, remember_response, (system_prompt, memory_prompt, temporary_memories),
+            history, history_message_strategy,
+        )  # fmt: skip
         stream = self.stream if stream is None else stream
-        meta = self._meta(self._retrieve(ask))
-        model = self._model()
+        ask, meta, model = turn.ask, turn.meta, turn.model
         if model is None:
             response = self._memories_instead(meta)
             self._remember(ask, response.message.content)
-            return iter([_with_delta(response, response.message.content)]) if stream else response
-        prompt = self._system(ask, meta, system_prompt, memory_prompt, temporary_memories)
-        messages = self._messages(ask, prompt, history, history_message_strategy)
+            return iter([with_delta(response, response.message.content)]) if stream else response
         if stream:
-            return self._stream(model, messages, ask, meta)
+            return stream_reply(
+                model, turn.messages, self._options, meta, partial(self._remember, ask), partial(self._remember_unanswered, ask)
+            )
         started = time.perf_counter()
         try:
-            reply = model.chat(messages, **self.params.generation_model_kwargs)
+            reply = model.chat(turn.messages, **self.params.generation_model_kwargs)
         except Exception:
             self._remember_unanswered(ask)
             raise
@@ -171,7 +176,7 @@ class ApiMemoryChat:
         system_prompt: str | None = None,
         memory_prompt: str | None = None,
         temporary_memories: str | None = None,
-        history_message_strategy: Literal["auto"] | int | None = "auto",
+        history_message_strategy: HistoryStrategy = "auto",
         remember_response: bool = True,
         *,
         history: Sequence[ChatMessage | Mapping[str, str]] | None = None,
@@ -183,21 +188,24 @@ class ApiMemoryChat:
         Retrieval and storing run in a worker thread (`asyncio.to_thread`); the reply comes from
         the model's async API, so the event loop is never blocked.
         """
-        ask = self._ask(query, role_name, query_time, remember_response)
+        turn = await asyncio.to_thread(
+            self._prepare,
+            query, role_name, query_time, remember_response, (system_prompt, memory_prompt, temporary_memories),
+            history, history_message_strategy,
+        )  # fmt: skip
         stream = self.stream if stream is None else stream
-        meta = self._meta(await asyncio.to_thread(self._retrieve, ask))
-        model = self._model()
+        ask, meta, model = turn.ask, turn.meta, turn.model
         if model is None:
             response = self._memories_instead(meta)
             await asyncio.to_thread(self._remember, ask, response.message.content)
-            return _one(_with_delta(response, response.message.content)) if stream else response
-        prompt = self._system(ask, meta, system_prompt, memory_prompt, temporary_memories)
-        messages = await asyncio.to_thread(self._messages, ask, prompt, history, history_message_strategy)
+            return one(with_delta(response, response.message.content)) if stream else response
         if stream:
-            return self._astream(model, messages, ask, meta)
+            return astream_reply(
+                model, turn.messages, self._options, meta, partial(self._remember, ask), partial(self._remember_unanswered, ask)
+            )
         started = time.perf_counter()
         try:
-            reply = await model.achat(messages, **self.params.generation_model_kwargs)
+            reply = await model.achat(turn.messages, **self.params.generation_model_kwargs)
         except Exception:
             await asyncio.to_thread(self._remember_unanswered, ask)
             raise
@@ -260,15 +268,52 @@ class ApiMemoryChat:
             moment = query_time.replace(tzinfo=zone) if query_time.tzinfo is None else query_time
         return _Ask(query, role_name or self.user_name, moment, remember)
 
+    def _prepare(
+        self,
+        query: str,
+        role_name: str | None,
+        query_time: datetime | None,
+        remember: bool,
+        prompt_parts: tuple[str | None, str | None, str | None],
+        history: Sequence[ChatMessage | Mapping[str, str]] | None,
+        strategy: HistoryStrategy,
+    ) -> _Prepared:
+        """Everything before the reply: the memories found, and the messages to send."""
+        ask, found = self._retrieve(self._ask(query, role_name, query_time, remember))
+        meta = self._meta(found)
+        model = self._model()
+        if model is None:
+            return _Prepared(ask, meta, None, [])
+        system = self._system(ask, meta, *prompt_parts)
+        return _Prepared(ask, meta, model, self._messages(ask, system, history, strategy))
+
+    @property
+    def _options(self) -> dict[str, Any]:
+        return self.params.generation_model_kwargs
+
     def _model(self) -> GenerationModel | None:
         return self._scope.env.generation_model(self.params.generation_model, f"memory_chat.{self.name}.generation_model")
 
-    def _retrieve(self, ask: _Ask) -> RunResult:
+    def _retrieve(self, ask: _Ask) -> tuple[_Ask, RunResult]:
+        """The memories for the query, and `ask` with the vectors of its query and message."""
         recent = self._turns_of(ask.user_name)[-self._history_cap() :]
         said = tuple(message for turn in recent for message in self._said(turn))
-        return self.service.run_operation(
-            self.params.retrieve_operation, ask.user_name, query=ask.query, query_time=ask.time, chat_history=said
-        )
+        ask = replace(ask, embedded=self._embed_turn(ask))
+        inputs = {"query": ask.query, "query_time": ask.time, "chat_history": said, "embedded": ask.embedded}
+        return ask, self.service.run_operation(self.params.retrieve_operation, ask.user_name, **inputs)
+
+    def _embed_turn(self, ask: _Ask) -> tuple[TextVector, ...]:
+        """The query (as set_query trims it) and the message `_store` will keep (as read_message
+        embeds it: "speaker: text"), embedded in one call by the store's model. Each operation uses
+        a vector only for its exact text, so results are those of embedding them separately."""
+        model = self._scope.env.query_embedding_model(None, f"memory_chat.{self.name}")
+        query = ask.query.strip()
+        if model is None or not query:
+            return ()
+        passages = [embedding_text_of(query, {"speaker": ask.user_name})] if self._stores(ask) else []
+        query_vectors, passage_vectors = model.embed_queries_and_passages([query], passages)
+        given = zip(passages, passage_vectors, strict=True)
+        return (TextVector(query, query_vectors[0], True), *(TextVector(text, vector, False) for text, vector in given))
 
     def _meta(self, found: RunResult) -> dict[str, Any]:
         memories = list(found.context.memories)
@@ -320,12 +365,16 @@ class ApiMemoryChat:
         ask: _Ask,
         system: ChatMessage,
         history: Sequence[ChatMessage | Mapping[str, str]] | None,
-        strategy: Literal["auto"] | int | None,
+        strategy: HistoryStrategy,
     ) -> list[ChatMessage]:
         if history is not None:
             recent = [_chat_message(item) for item in history][-2 * self._history_cap() :]
         else:
-            recent = [message for turn in self._history_turns(ask.user_name, strategy) for message in _turn_messages(turn)]
+            recent = [
+                message
+                for turn in history_turns(self._turns_of(ask.user_name), strategy, self._history_cap(), self._scope.store)
+                for message in turn_messages(turn)
+            ]
         return [system, *recent, ChatMessage("user", ask.query)]
 
     def _history_cap(self) -> int:
@@ -335,76 +384,20 @@ class ApiMemoryChat:
     def _turns_of(self, user_name: str) -> list[ChatTurn]:
         return [turn for turn in self.turns if (turn.user_name or self.user_name) == user_name]
 
-    def _history_turns(self, user_name: str, strategy: Literal["auto"] | int | None) -> list[ChatTurn]:
-        """The earlier turns sent with a query, by 0.1.x's `history_message_strategy`."""
-        if strategy is None or strategy is False:
-            return []
-        if strategy == "auto":
-            # consolidation takes messages oldest first, so the pending turns are among the latest
-            cap = self._history_cap()
-            return self._pending(self._turns_of(user_name)[-cap:]) if cap else []
-        if isinstance(strategy, int) and not isinstance(strategy, bool) and strategy >= 0:
-            return self._turns_of(user_name)[-strategy:] if strategy else []
-        raise MemoryScopeError(f"history_message_strategy must be {HISTORY_STRATEGIES}, got {strategy!r}")
-
-    def _pending(self, turns: list[ChatTurn]) -> list[ChatTurn]:
-        """The turns whose messages consolidation has not taken in yet (all of them without a store)."""
-        store = self._scope.store
-        ids = [memory_id for turn in turns for memory_id in turn.stored_ids]
-        if store is None or not ids:
-            return turns
-        consolidated = {node.memory_id for node in store.get(ids) if node.reflected}
-        return [turn for turn in turns if not turn.stored_ids or not set(turn.stored_ids) <= consolidated]
-
     def _said(self, turn: ChatTurn) -> tuple[Message, ...]:
-        user = turn.user_name or self.user_name
-        return (
-            Message("user", turn.query, turn.time, name=user),
-            Message("assistant", turn.reply, turn.time, name=self.assistant_name),
-        )
+        return said(turn, self.user_name, self.assistant_name)
 
-    def _stream(
-        self, model: GenerationModel, messages: list[ChatMessage], ask: _Ask, meta: dict[str, Any]
-    ) -> Iterator[ChatResponse]:
-        pieces: list[str] = []
-        started = time.perf_counter()
-        try:
-            for delta in model.stream_chat(messages, **self.params.generation_model_kwargs):
-                pieces.append(delta)
-                yield _with_delta(ChatResponse(ChatMessage("assistant", "".join(pieces)), _copy(meta)), delta)
-        except GeneratorExit:  # the caller stopped reading: the turn is what they saw
-            self._remember(ask, "".join(pieces))
-            raise
-        except Exception:
-            self._remember_unanswered(ask)
-            raise
-        meta["timings"]["generation"] = time.perf_counter() - started
-        self._remember(ask, "".join(pieces))
-
-    async def _astream(
-        self, model: GenerationModel, messages: list[ChatMessage], ask: _Ask, meta: dict[str, Any]
-    ) -> AsyncIterator[ChatResponse]:
-        pieces: list[str] = []
-        started = time.perf_counter()
-        try:
-            async for delta in model.astream_chat(messages, **self.params.generation_model_kwargs):
-                pieces.append(delta)
-                yield _with_delta(ChatResponse(ChatMessage("assistant", "".join(pieces)), _copy(meta)), delta)
-        except GeneratorExit:  # closed early: store on this thread, an await is not allowed here
-            self._remember(ask, "".join(pieces))
-            raise
-        except Exception:
-            await asyncio.to_thread(self._remember_unanswered, ask)
-            raise
-        meta["timings"]["generation"] = time.perf_counter() - started
-        await asyncio.to_thread(self._remember, ask, "".join(pieces))
+    def _stores(self, ask: _Ask) -> bool:
+        return ask.remember and self.params.store_operation in self.service.operations and bool(ask.query.strip())
 
     def _store(self, ask: _Ask) -> tuple[str, ...]:
         """Keep the user's message as a conversation memory (this also notifies the scheduler)."""
-        if self.params.store_operation not in self.service.operations or not ask.query.strip():
+        if not self._stores(ask):
             return ()
         message = Message(role="user", content=ask.query, time=ask.time, name=ask.user_name)
-        result = self.service.run_operation(self.params.store_operation, ask.user_name, messages=(message,))
+        result = self.service.run_operation(
+            self.params.store_operation, ask.user_name, messages=(message,), embedded=ask.embedded
+        )
         return tuple(result.context.details.get("stored_message_ids", ()))
 
     def _remember(self, ask: _Ask, reply: str) -> None:
@@ -422,24 +415,7 @@ class ApiMemoryChat:
             self._store(ask)
 
 
-def _turn_messages(turn: ChatTurn) -> list[ChatMessage]:
-    return [ChatMessage("user", turn.query), ChatMessage("assistant", turn.reply)]
-
-
 def _chat_message(item: ChatMessage | Mapping[str, str]) -> ChatMessage:
     if isinstance(item, ChatMessage):
         return item
     return ChatMessage(str(item["role"]), str(item["content"]))
-
-
-def _copy(meta: dict[str, Any]) -> dict[str, Any]:
-    return {key: (dict(value) if isinstance(value, dict) else value) for key, value in meta.items()}
-
-
-def _with_delta(response: ChatResponse, delta: str) -> ChatResponse:
-    response.delta = response.meta_data["delta"] = delta
-    return response
-
-
-async def _one(response: ChatResponse) -> AsyncIterator[ChatResponse]:
-    yield response

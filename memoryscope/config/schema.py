@@ -2,11 +2,14 @@
 
 `validate_config(raw)` resolves every `class:` through its kind's registry, validates every
 entry's keys against that class's `Params` model, parses and checks every workflow, and checks
-every cross-reference (a store's or worker's model key, a chat's service). All problems are
-collected and raised together as one ConfigError, each with its YAML path. An entry that is
-broken itself is reported once: what refers to it (a workflow naming a broken worker, a store
-naming a broken model) is not reported again. Things that load but deserve the user's attention
-(an API key written in the config) come back as `Config.warnings`.
+every cross-reference (every `*_model` key of a worker, chat or store; a chat's service), and
+bounds every number (`memoryscope.config.bounds`). All problems are collected and raised
+together as one ConfigError, each with its YAML path, quoting at most about 80 characters of a
+value. One mistake is reported once: what refers to a broken entry or section (a workflow naming
+a worker of a broken `worker:` section, a store naming a broken model, a chat naming a broken
+service) is not reported again, nor are the keys of an entry that is not a mapping. Things that
+load but deserve the user's attention (an API key written in the config) come back as
+`Config.warnings`.
 """
 
 from __future__ import annotations
@@ -18,14 +21,17 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from memoryscope.errors import ConfigError, MemoryScopeError, closest
+from memoryscope.config.bounds import BoundedParams, bound_problems
+from memoryscope.config.references import ModelReferences
+from memoryscope.errors import ConfigError, MemoryScopeError, closest, shorten
 
 __all__ = ["GlobalSettings", "Config", "ComponentSpec", "ModelSpec", "OperationSpec", "ServiceSpec", "validate_config"]
 
+DEFAULT_STORE = "sqlite_memory_store"
 SECTIONS = ("global", "model", "memory_store", "worker", "memory_service", "memory_chat")
 
 
-class GlobalSettings(BaseModel):
+class GlobalSettings(BoundedParams):
     """The `global:` section."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -48,8 +54,8 @@ class GlobalSettings(BaseModel):
     def _known_zone(cls, value: str) -> str:
         try:
             ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError):
-            raise ValueError(f"unknown time zone {value!r} (use an IANA name such as 'Asia/Shanghai' or 'UTC')") from None
+        except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a file name
+            raise ValueError(f"unknown time zone {shorten(value)} (use an IANA name such as 'Asia/Shanghai' or 'UTC')") from None
         return value
 
     @property
@@ -111,7 +117,7 @@ def validate_config(
     checker = _Checker()
     config = checker.run(raw, source, notices, warnings)
     if checker.problems:
-        raise ConfigError(checker.problems, source=source)
+        raise ConfigError([(_short_path(where), message) for where, message in checker.problems], source=source)
     return config
 
 
@@ -121,7 +127,7 @@ class _Checker:
     def __init__(self) -> None:
         self.problems: list[tuple[str, str]] = []
         self.warnings: list[str] = []
-        self.broken_models: frozenset[str] = frozenset()
+        self.broken_sections: set[str] = set()  # sections that are not mappings, reported once
 
     def problem(self, where: str, message: str) -> None:
         self.problems.append((where, message))
@@ -134,48 +140,66 @@ class _Checker:
                 close = closest(str(key), SECTIONS)
                 hint = f" Did you mean {close!r}?" if close else ""
                 self.problem(str(key), f"unknown section.{hint} Sections: {', '.join(SECTIONS)}")
-        validated = self.params(GlobalSettings, self.mapping(raw.get("global"), "global"), "global")
+        section = {name: self.mapping(raw.get(name), name) for name in SECTIONS if name != "memory_store"}
+        validated = self.params(GlobalSettings, section["global"], "global")
         settings = validated if isinstance(validated, GlobalSettings) else GlobalSettings()
         models = {
             name: model_spec
-            for name, entry in self.mapping(raw.get("model"), "model").items()
+            for name, entry in section["model"].items()
             if (model_spec := self.model(name, entry, MODEL_CLASSES)) is not None
         }
-        self.broken_models = frozenset(self.mapping(raw.get("model"), "model")) - frozenset(models)
-        store = self.store(raw.get("memory_store"), models)
+        references = ModelReferences(
+            models, frozenset(section["model"]) - frozenset(models), "model" in self.broken_sections, settings.enable_ranker
+        )
+        store_entry = raw.get("memory_store")
+        store = None if store_entry is None else self.component("memory store", "memory_store", store_entry, DEFAULT_STORE)
         workers = {
             name: worker_spec
-            for name, entry in self.mapping(raw.get("worker"), "worker").items()
+            for name, entry in section["worker"].items()
             if (worker_spec := self.component("worker", f"worker.{name}", entry)) is not None
         }
-        self.model_references(workers, models, settings)
-        broken_workers = frozenset(self.mapping(raw.get("worker"), "worker")) - frozenset(workers)
+        broken_workers = frozenset(section["worker"]) - frozenset(workers)
         services = {
             name: service_spec
-            for name, entry in self.mapping(raw.get("memory_service"), "memory_service").items()
+            for name, entry in section["memory_service"].items()
             if (service_spec := self.service(name, entry, workers, broken_workers)) is not None
         }
         chats = {
             name: spec
-            for name, entry in self.mapping(raw.get("memory_chat"), "memory_chat").items()
+            for name, entry in section["memory_chat"].items()
             if (spec := self.component("chat", f"memory_chat.{name}", entry)) is not None
         }
-        self.chat_references(chats, services, models)
+        for spec in (store, *workers.values(), *chats.values()):
+            if spec is not None:
+                self.problems.extend(references.problems(spec.where, spec.params))
+        broken_services = frozenset(section["memory_service"]) - frozenset(services)
+        self.chat_references(chats, services, broken_services)
         return Config(source, settings, models, store, workers, services, chats, notices, (*warnings, *self.warnings))
 
     # -- pieces --------------------------------------------------------------------------------
 
     def mapping(self, value: Any, where: str) -> Mapping[str, Any]:
+        """A section's entries; a section that is not a mapping is reported once and read as empty."""
         if value is None:
             return {}
         if not isinstance(value, Mapping):
             self.problem(where, f"must be a mapping, got {type(value).__name__}")
+            self.broken_sections.add(where)
             return {}
         return value
 
+    def entry(self, value: Any, where: str) -> dict[str, Any] | None:
+        """An entry's keys, or None (reported once: its keys are not reported as missing too)."""
+        if value is None:
+            return {}
+        if not isinstance(value, Mapping):
+            self.problem(where, f"must be a mapping, got {type(value).__name__}")
+            return None
+        return dict(value)
+
     def params(self, model: type[BaseModel], values: Mapping[str, Any], where: str) -> BaseModel | None:
         try:
-            return model.model_validate(dict(values))
+            validated = model.model_validate(dict(values))
         except ValidationError as error:
             for item in error.errors():
                 path = ".".join([where, *(str(part) for part in item["loc"])])
@@ -187,10 +211,16 @@ class _Checker:
                     message = f"unknown key.{hint} Known: {', '.join(known)}"
                 elif item["type"] == "missing":
                     message = "required key is missing"
+                elif item["type"] == "int_parsing_size":  # pydantic speaks of parsing a string, even for 1e23
+                    message = f"too large a number (got {shorten(item.get('input'))})"
                 elif _shows_input(item):
-                    message = f"{message} (got {item.get('input')!r})"
+                    message = f"{message} (got {shorten(item.get('input'))})"
                 self.problem(path, message)
             return None
+        out_of_bounds = bound_problems(validated)  # models not built on BoundedParams (backends, stores, chats)
+        for name, message, value in out_of_bounds:
+            self.problem(f"{where}.{name}", f"{message} (got {shorten(value)})")
+        return None if out_of_bounds else validated
 
     def resolve(self, kind: str, name: Any, where: str) -> Any:
         from memoryscope.config.kinds import registry_for
@@ -205,8 +235,9 @@ class _Checker:
             return None
 
     def component(self, kind: str, where: str, entry: Any, default_class: str | None = None) -> ComponentSpec | None:
-        entry = self.mapping(entry, where)
-        values = dict(entry)
+        values = self.entry(entry, where)
+        if values is None:
+            return None
         cls = self.resolve(kind, values.pop("class", default_class), f"{where}.class")
         if cls is None:
             return None
@@ -215,11 +246,13 @@ class _Checker:
 
     def model(self, name: str, entry: Any, model_classes: Any) -> ModelSpec | None:
         where = f"model.{name}"
-        values = dict(self.mapping(entry, where))
+        values = self.entry(entry, where)
+        if values is None:
+            return None
         class_name = values.pop("class", None)
         required = values.pop("required", True)
         if not isinstance(required, bool):
-            self.problem(f"{where}.required", f"must be true or false, got {required!r}")
+            self.problem(f"{where}.required", f"must be true or false, got {shorten(required)}")
         try:
             role, cls = model_classes.resolve(class_name, values.pop("module_name", None), where)
         except MemoryScopeError as error:
@@ -235,37 +268,6 @@ class _Checker:
             )
         return ModelSpec(where, cls, params, role=role, required=bool(required))
 
-    def store(self, entry: Any, models: Mapping[str, ModelSpec]) -> ComponentSpec | None:
-        if entry is None:
-            return None
-        spec = self.component("memory store", "memory_store", entry, default_class="sqlite_memory_store")
-        if spec is not None:
-            key = getattr(spec.params, "embedding_model", None)
-            self.reference("memory_store.embedding_model", key, models, "embedding")
-        return spec
-
-    def model_references(
-        self, workers: Mapping[str, ComponentSpec], models: Mapping[str, ModelSpec], settings: GlobalSettings
-    ) -> None:
-        """A worker's `*_model` parameter must name a model of that role under `model:`."""
-        for spec in workers.values():
-            for role in ("generation", "embedding", "rank"):
-                key = getattr(spec.params, f"{role}_model", None)
-                # LLM steps are skipped when there is no LLM; the rank model is unused with the ranker off.
-                optional = role == "generation" or (role == "rank" and not settings.enable_ranker)
-                if key is not None and not (optional and key not in models):
-                    self.reference(f"{spec.where}.{role}_model", key, models, role)
-
-    def reference(self, where: str, key: Any, models: Mapping[str, ModelSpec], role: str) -> None:
-        if key is None or key in self.broken_models:
-            return  # a broken model entry is reported once, at the entry
-        if key not in models:
-            close = closest(str(key), models)
-            hint = f" Did you mean {close!r}?" if close else ""
-            self.problem(where, f"no model {key!r} under `model:`.{hint} Models: {', '.join(models) or '(none)'}")
-        elif models[key].role != role:
-            self.problem(where, f"model.{key} is a {models[key].role} model, not a {role} model")
-
     def service(
         self, name: str, entry: Any, workers: Mapping[str, ComponentSpec], broken_workers: frozenset[str]
     ) -> ServiceSpec | None:
@@ -273,12 +275,15 @@ class _Checker:
         from memoryscope.workflow import check_plan, parse_workflow
 
         where = f"memory_service.{name}"
-        values = dict(self.mapping(entry, where))
-        raw_operations = self.mapping(values.pop("memory_operations", None), f"{where}.memory_operations")
+        values = self.entry(entry, where)
+        if values is None:
+            return None
+        operations_where = f"{where}.memory_operations"
+        raw_operations = self.entry(values.pop("memory_operations", None), operations_where) or {}
         spec = self.component("memory service", where, values, default_class="memory_service")
         operations: dict[str, OperationSpec] = {}
         for op_name, op_entry in raw_operations.items():
-            op_where = f"{where}.memory_operations.{op_name}"
+            op_where = f"{operations_where}.{op_name}"
             op = self.component("operation class", op_where, op_entry, default_class=default_operation_class(op_name))
             if op is None:
                 continue
@@ -287,8 +292,8 @@ class _Checker:
             except MemoryScopeError as error:
                 self.problems.extend(getattr(error, "problems", [(op_where, str(error))]))
                 continue
-            if broken_workers & set(plan.step_names()):
-                continue  # those workers' own entries are reported already; the flow is checked once they are fixed
+            if "worker" in self.broken_sections or broken_workers & set(plan.step_names()):
+                continue  # the workers' section or entries are reported already; the flow is checked once they are fixed
             self.problems.extend(
                 check_plan(plan, _workflow_workers(workers), given=_caller_fields(), where=f"{op_where}.workflow")
             )
@@ -298,14 +303,21 @@ class _Checker:
         return ServiceSpec(name, where, spec.cls, spec.params, operations)
 
     def chat_references(
-        self, chats: Mapping[str, ComponentSpec], services: Mapping[str, ServiceSpec], models: Mapping[str, ModelSpec]
+        self, chats: Mapping[str, ComponentSpec], services: Mapping[str, ServiceSpec], broken: frozenset[str]
     ) -> None:
+        if "memory_service" in self.broken_sections:
+            return  # reported once, at the section
         for spec in chats.values():
             service = getattr(spec.params, "memory_service", None)
-            if service is not None and service not in services:
+            if service is not None and service not in services and service not in broken:
                 close = closest(str(service), services)
                 hint = f" Did you mean {close!r}?" if close else ""
-                self.problem(f"{spec.where}.memory_service", f"no service {service!r} under `memory_service:`.{hint}")
+                self.problem(f"{spec.where}.memory_service", f"no service {shorten(service)} under `memory_service:`.{hint}")
+
+
+def _short_path(where: str) -> str:
+    """A YAML path with each over-long key cut (a pasted value used as a key)."""
+    return ".".join(part if len(part) <= 60 else f"{part[:60]}…" for part in where.split("."))
 
 
 def _shows_input(item: Any) -> bool:

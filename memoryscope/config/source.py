@@ -6,6 +6,10 @@ whole (so switching a model's backend never inherits the old backend's keys).
 
 Precedence, highest first: arguments (`overrides=`) > environment (`MEMORYSCOPE__SECTION__KEY`) >
 the YAML file > defaults in the schema.
+
+YAML anchors and aliases (`&name`, `*name`) and duplicate keys are refused with their line: an
+alias can multiply a few lines into gigabytes (a "billion laughs"), and a second `language:`
+silently overriding the first hides a mistake.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from memoryscope.errors import ConfigError, closest
+from memoryscope.errors import ConfigError, closest, shorten
 
 __all__ = ["read_config_source", "shipped_config_names", "ENV_PREFIX"]
 
@@ -63,9 +67,42 @@ def _read_with_bases(source: str | Path, seen: tuple[str, ...]) -> tuple[dict[st
     return _merge(base, data), label
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """`yaml.SafeLoader` that refuses anchors, aliases and duplicate keys (see the module docstring)."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise yaml.composer.ComposerError(
+                None, None, "anchors and aliases (&name, *name) are not supported; write the value out", event.start_mark
+            )
+        return super().compose_node(parent, index)
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> Any:
+        first_line: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                seen = key in first_line
+            except TypeError:
+                continue  # an unhashable key; the base class says so
+            if seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {shorten(key)} (first at line {first_line[key]})", key_node.start_mark
+                )
+            first_line[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
+
+def _load_yaml(text: str) -> Any:
+    return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
+
+
 def _parse_yaml(text: str, label: str) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(text)
+        data = _load_yaml(text)
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         place = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
@@ -156,7 +193,7 @@ def _environment_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
         if name.startswith(ENV_PREFIX) and len(name) > len(ENV_PREFIX):
             dotted = ".".join(part.lower() for part in name[len(ENV_PREFIX) :].split("__"))
             try:
-                found[dotted] = yaml.safe_load(raw) if raw.strip() else ""
+                found[dotted] = _load_yaml(raw) if raw.strip() else ""
             except yaml.YAMLError:
                 found[dotted] = raw
     return found

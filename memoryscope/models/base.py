@@ -169,6 +169,11 @@ class EmbeddingModel(_Model):
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_queries([text])[0]
 
+    def embed_queries_and_passages(self, queries: Sequence[str], passages: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        """`(embed_queries(queries), embed_passages(passages))`; a remote model sends both in one
+        request (a chat turn embeds its query and the message it will store)."""
+        return self.embed_queries(queries), self.embed_passages(passages)
+
 
 class RankModel(_Model):
     """Scores memories against a query; higher is more relevant."""

@@ -327,11 +327,39 @@ def node_to_document(node: MemoryNode, vector: Sequence[float] | None = None) ->
 
 
 def document_to_node(source: Mapping[str, Any], score: float | None = None) -> MemoryNode:
+    """The node of a document's `_source`; a StoreError naming the memory and the field when a
+    value is of the wrong kind (another program wrote it), instead of a TypeError later."""
     fields = dict(source)
     fields.pop(VECTOR_FIELD, None)
     fields.pop(KEYWORDS_FIELD, None)
     fields["score"] = score
-    return MemoryNode.from_dict(fields)
+    try:
+        node = MemoryNode.from_dict(fields)
+        wrong = next((name for name, kind in _FIELD_KINDS.items() if type(getattr(node, name)) is not kind), None)
+    except (TypeError, ValueError, KeyError) as error:
+        wrong, problem = next(((name, str(error)) for name in _CHECKED if _fails(name, fields.get(name))), ("?", str(error)))
+    else:
+        if wrong is None:
+            return node
+        problem = f"not {_FIELD_KINDS[wrong].__name__}"
+    shown = repr(fields.get(wrong))[:80]
+    raise StoreError(f"memory {fields.get('memory_id')!r} is damaged: field {wrong} holds {shown}, {problem}")
+
+
+_FIELD_KINDS: dict[str, type] = {
+    **dict.fromkeys(("memory_id", "user_name", "target_name", "workspace", "content", "key", "value", "superseded_by"), str),
+    **{"access_count": int, "reflected": bool, "updated": bool, "meta": dict},
+}
+_CHECKED = ("memory_type", "status", *NANOSECOND_DATE_FIELDS, *DATE_FIELDS)
+
+
+def _fails(name: str, value: Any) -> bool:
+    """Whether `MemoryNode.from_dict` would fail on this value of the enum or time field `name`."""
+    try:
+        MemoryNode.from_dict({"user_name": "", "content": "", name: value})
+    except (TypeError, ValueError):
+        return True
+    return False
 
 
 def bulk_index_lines(documents: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:

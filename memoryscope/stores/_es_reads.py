@@ -3,12 +3,14 @@
 Functions of the store (`ElasticsearchMemoryStore` calls them); they use its client, settings
 and error wrapping. Dense search uses the `knn` option, keyword search BM25 `match` on
 `keywords` (the query as `keyword_query` words), and hybrid search fuses both lists in the
-client by reciprocal rank fusion.
+client by reciprocal rank fusion. A document that does not decode (another program wrote a value
+of the wrong kind) is left out of what a read returns, with a warning naming it (`decoded`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import logging
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -23,7 +25,23 @@ from memoryscope.text import keyword_query
 if TYPE_CHECKING:
     from memoryscope.stores.elasticsearch_store import ElasticsearchMemoryStore
 
-__all__ = ["dense", "keyword", "scan", "search", "stored_vectors"]
+__all__ = ["decoded", "dense", "keyword", "scan", "search", "stored_vectors"]
+
+_log = logging.getLogger(__name__)
+
+
+def decoded(
+    hits: Sequence[dict[str, Any]], score: Callable[[dict[str, Any]], float] | None = None
+) -> list[tuple[MemoryNode, float]]:
+    """`(node, score(hit))` of each hit (score 0.0 without `score`); a document that does not
+    decode is left out with a warning, so one bad document never makes a user's memories unreadable."""
+    nodes = []
+    for hit in hits:
+        try:
+            nodes.append((queries.document_to_node(hit["_source"]), score(hit) if score else 0.0))
+        except StoreError as error:
+            _log.warning("%s; it is left out of what is read (document %r)", error, hit.get("_id"))
+    return nodes
 
 
 def search(
@@ -86,7 +104,7 @@ def dense(
     body = queries.knn_search_body(memory_filter, query_vector.tolist(), top_k=top_k, num_candidates=candidates)
     hits = store._search(body, "dense search")
     # the knn _score of cosine similarity is (1 + cosine) / 2; give back the cosine
-    return [(queries.document_to_node(hit["_source"]), 2.0 * float(hit["_score"]) - 1.0) for hit in hits]
+    return decoded(hits, lambda hit: 2.0 * float(hit["_score"]) - 1.0)
 
 
 def keyword(
@@ -96,7 +114,7 @@ def keyword(
     if not terms:
         return []  # no word to look for (only punctuation), as in the SQLite store
     body = queries.match_search_body(memory_filter, terms, top_k=top_k)
-    return [(queries.document_to_node(hit["_source"]), float(hit["_score"])) for hit in store._search(body, "keyword search")]
+    return decoded(store._search(body, "keyword search"), lambda hit: float(hit["_score"]))
 
 
 def scan(
@@ -113,7 +131,7 @@ def scan(
     store.ensure_index()
     if offset + limit <= queries.MAX_RESULT_WINDOW:
         body = queries.scan_body(memory_filter, size=limit, offset=offset, newest_first=newest_first)
-        return [queries.document_to_node(hit["_source"]) for hit in store._search(body, "scan")]
+        return [node for node, _ in decoded(store._search(body, "scan"))]
     after: list[Any] | None = None
     skip = offset
     while skip > 0:
@@ -129,7 +147,7 @@ def scan(
         size = min(limit - len(nodes), queries.MAX_RESULT_WINDOW)
         body = queries.scan_body(memory_filter, size=size, newest_first=newest_first, search_after=after)
         hits = store._search(body, "scan")
-        nodes.extend(queries.document_to_node(hit["_source"]) for hit in hits)
+        nodes.extend(node for node, _ in decoded(hits))
         if len(hits) < size:
             break
         after = hits[-1]["sort"]

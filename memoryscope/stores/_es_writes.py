@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from memoryscope.errors import StoreError
+from memoryscope.history import ChangeSource, changes_of_delete, changes_of_write
 from memoryscope.memory import MemoryNode, embedding_text, utc_now
 from memoryscope.stores import _es_connection as connection
+from memoryscope.stores import _es_history as es_history
 from memoryscope.stores import _es_queries as queries
 from memoryscope.stores.base import MemoryFilter, required_ids, unmet_requirements
 
@@ -41,6 +43,7 @@ def upsert(
     nodes: Sequence[MemoryNode],
     vectors: np.ndarray | None,
     requires: Mapping[str, Collection[str]] | None = None,
+    change: ChangeSource | None = None,
 ) -> list[str]:
     """Index the nodes (create or replace). Not atomic: see `BulkWriteError`.
 
@@ -67,7 +70,10 @@ def upsert(
         for node, row in zip(nodes, rows, strict=True)
         if node.memory_id not in dropped
     ]
+    written = [node for node in nodes if node.memory_id not in dropped]
+    before = {node.memory_id: node for node in store.get([node.memory_id for node in written])}
     _bulk_index(store, documents)
+    es_history.record(store, changes_of_write(before, written, change))
     if requires:
         late = unmet_requirements(requires, present_ids(store, required_ids(requires))) - dropped
         if late:
@@ -187,14 +193,16 @@ def update(store: ElasticsearchMemoryStore, memory_id: str, changes: dict[str, A
             if getattr(error, "status_code", None) == 404:
                 raise StoreError(store._where(f"no memory {memory_id!r} (deleted while it was being updated)")) from None
             raise
+    es_history.record(store, changes_of_write({memory_id: old}, [new], None))
     return new
 
 
-def delete(store: ElasticsearchMemoryStore, memory_ids: Sequence[str]) -> int:
+def delete(store: ElasticsearchMemoryStore, memory_ids: Sequence[str], change: ChangeSource | None = None) -> int:
     ids = list(dict.fromkeys(memory_ids))
     if not ids:
         return 0
     store.ensure_index()
+    doomed = store.get(ids)
     deleted: list[str] = []
     failed: dict[str, str] = {}
     for start in range(0, len(ids), BULK_BATCH):
@@ -205,12 +213,20 @@ def delete(store: ElasticsearchMemoryStore, memory_ids: Sequence[str]) -> int:
                 failed[memory_id] = connection.item_reason(result)
             elif result.get("result") == "deleted":
                 deleted.append(memory_id)
+    _record_deletes(store, [node for node in doomed if node.memory_id in set(deleted)], change)
     if failed:
         raise bulk_error(store, "bulk delete", failed, deleted)
     return len(deleted)
 
 
-def delete_by_filter(store: ElasticsearchMemoryStore, memory_filter: MemoryFilter) -> int:
+def _record_deletes(store: ElasticsearchMemoryStore, deleted: Sequence[MemoryNode], change: ChangeSource | None) -> None:
+    keep = store.params.history_keep_deleted_content
+    if not keep:
+        es_history.forget_content(store, [node.memory_id for node in deleted])
+    es_history.record(store, changes_of_delete(deleted, change, keep_content=keep))
+
+
+def delete_by_filter(store: ElasticsearchMemoryStore, memory_filter: MemoryFilter, change: ChangeSource | None = None) -> int:
     """`_delete_by_query`, refreshed unless `refresh` is "false" (it takes no `wait_for`).
 
     It deletes what a search would find at the time, so writes made with refresh "false"
@@ -219,6 +235,7 @@ def delete_by_filter(store: ElasticsearchMemoryStore, memory_filter: MemoryFilte
     if memory_filter.memory_ids == ():
         return 0
     store.ensure_index()
+    doomed = _all_matching(store, memory_filter)
     with store._calling("delete by filter"):
         response = store._client.delete_by_query(
             index=store.index_name, body=queries.delete_by_query_body(memory_filter), refresh=store.params.refresh != "false"
@@ -228,4 +245,13 @@ def delete_by_filter(store: ElasticsearchMemoryStore, memory_filter: MemoryFilte
         reasons = "; ".join(str((item.get("cause") or {}).get("reason", item)) for item in failures[:5])
         deleted = response.get("deleted", 0)
         raise StoreError(store._where(f"delete by filter removed {deleted} memories, then failed: {reasons}"))
+    gone = {node.memory_id for node in store.get([node.memory_id for node in doomed])}
+    _record_deletes(store, [node for node in doomed if node.memory_id not in gone], change)
     return int(response.get("deleted", 0))
+
+
+def _all_matching(store: ElasticsearchMemoryStore, memory_filter: MemoryFilter) -> list[MemoryNode]:
+    found: list[MemoryNode] = []
+    while page := store.scan(memory_filter, limit=1000, offset=len(found)):
+        found.extend(page)
+    return found

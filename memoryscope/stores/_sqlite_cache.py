@@ -8,11 +8,15 @@ what it would alone.
 A matrix remembers the change-log position (`seq`) it reflects. Before a search, one indexed
 lookup tells whether the user changed since (in this process or another); if so the matrix
 replays just the changed rows, or reloads when the log was pruned past it or too much changed.
+
+A damaged vector (wrong size, not a blob, not numbers: written by another program or a failing
+disk) leaves its memory out of the matrix, with a warning naming it; the others stay searchable.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 from collections import OrderedDict
@@ -21,12 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryStatus, MemoryType
 from memoryscope.stores._sqlite_schema import TIME_FIELDS, time_bounds
 from memoryscope.stores.base import MemoryFilter
 
-__all__ = ["MatrixCache", "UserMatrix"]
+__all__ = ["VECTOR_ADVICE", "MatrixCache", "UserMatrix", "vector_damage"]
 
 _TYPE_CODES = {kind.value: code for code, kind in enumerate(MemoryType)}
 _STATUS_CODES = {status.value: code for code, status in enumerate(MemoryStatus)}
@@ -44,6 +47,24 @@ SELECT (SELECT max(seq) FROM memory_changes WHERE user_name = ?),
 """
 _HEAD_SQL = "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memory_changes'), 0)"
 _PRUNED_SQL = "SELECT CAST(value AS INTEGER) FROM store_meta WHERE key = 'changes_pruned_through'"
+VECTOR_ADVICE = (
+    "dense search leaves it out (keyword search still finds it); `memoryscope reembed --config ... --force` "
+    "makes every vector again, `memoryscope doctor --config ...` lists every damaged memory"
+)
+_log = logging.getLogger(__name__)
+
+Damage = list[tuple[int, str]]  # (row_id, what is wrong with its vector) of rows left out
+
+
+def vector_damage(blob: object, dimension: int) -> str | None:
+    """What is wrong with a stored vector, or None when it is `dimension` finite float32 values."""
+    if not isinstance(blob, bytes):
+        return f"it holds {type(blob).__name__} {str(blob)[:40]!r}, not a blob of float32 values"
+    if len(blob) != dimension * 4:
+        return f"it has {len(blob)} bytes where a vector of dimension {dimension} has {dimension * 4}"
+    if not np.isfinite(np.frombuffer(blob, dtype=np.float32)).all():
+        return "it holds values that are not numbers (NaN or infinite)"
+    return None
 
 
 class UserMatrix:
@@ -104,27 +125,54 @@ class UserMatrix:
         self._workspace_codes.clear()
         self._allocate(capacity)
 
-    def append(self, rows: Sequence[Sequence[Any]]) -> None:
-        """Add rows (as selected by `_MATRIX_SELECT`) that are not in the matrix yet."""
+    def append(self, rows: Sequence[Sequence[Any]]) -> Damage:
+        """Add rows (as selected by `_MATRIX_SELECT`) that are not in the matrix yet; returns those
+        left out for a damaged vector."""
+        rows, vectors, damage = self._sound(rows)
+        self._add(rows, vectors)
+        return damage
+
+    def _add(self, rows: Sequence[Sequence[Any]], vectors: np.ndarray) -> None:
         if not rows:
             return
         self._grow(self.size + len(rows))
         positions = np.arange(self.size, self.size + len(rows))
-        self._write(positions, rows)
+        self._write(positions, rows, vectors)
         for position, row in zip(positions.tolist(), rows, strict=True):
             self._position[row[0]] = position
         self.size += len(rows)
 
-    def apply(self, changed_row_ids: Sequence[int], rows: Sequence[Sequence[Any]]) -> None:
+    def apply(self, changed_row_ids: Sequence[int], rows: Sequence[Sequence[Any]]) -> Damage:
         """Catch up with the log: `rows` are the changed rows that still belong to this user."""
+        rows, vectors, damage = self._sound(rows)
         present = {row[0] for row in rows}
         for row_id in changed_row_ids:
             if row_id not in present and row_id in self._position:
                 self._remove(row_id)
-        known = [row for row in rows if row[0] in self._position]
+        known = [index for index, row in enumerate(rows) if row[0] in self._position]
         if known:
-            self._write(np.array([self._position[row[0]] for row in known]), known)
-        self.append([row for row in rows if row[0] not in self._position])
+            self._write(np.array([self._position[rows[index][0]] for index in known]), [rows[i] for i in known], vectors[known])
+        new = [index for index, row in enumerate(rows) if row[0] not in self._position]
+        self._add([rows[index] for index in new], vectors[new])
+        return damage
+
+    def _sound(self, rows: Sequence[Sequence[Any]]) -> tuple[list[Sequence[Any]], np.ndarray, Damage]:
+        """The rows with a sound vector, their vectors as a matrix, and the others' damage."""
+        size = self.dimension * 4
+        blobs = [row[11] for row in rows]
+        damage: Damage = []
+        if not all(type(blob) is bytes for blob in blobs) or {len(blob) for blob in blobs} - {size}:
+            damage = [(row[0], found) for row in rows if (found := vector_damage(row[11], self.dimension))]
+            left_out = {row_id for row_id, _ in damage}
+            rows = [row for row in rows if row[0] not in left_out]
+            blobs = [row[11] for row in rows]
+        vectors = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(rows), self.dimension)
+        finite = np.asarray(np.isfinite(vectors).all(axis=1))
+        if not finite.all():
+            damage += [(row[0], "it holds values that are not numbers (NaN or infinite)") for row in _where(rows, ~finite)]
+            rows = _where(rows, finite)
+            vectors = vectors[finite]
+        return list(rows), vectors, damage
 
     def _remove(self, row_id: int) -> None:
         self.version += 1
@@ -136,24 +184,18 @@ class UserMatrix:
             self._position[int(self.row_ids[position])] = position
         self.size = last
 
-    def _write(self, positions: np.ndarray, rows: Sequence[Sequence[Any]]) -> None:
+    def _write(self, positions: np.ndarray, rows: Sequence[Sequence[Any]], vectors: np.ndarray) -> None:
         self.version += 1
         columns = list(zip(*rows, strict=True))
-        blob = b"".join(columns[11])
-        if len(blob) != len(rows) * self.dimension * 4:
-            raise StoreError(
-                f"stored vectors do not have the store's dimension {self.dimension}; "
-                "the file was written with another embedding model: run `memoryscope reembed --config ...`"
-            )
         self.row_ids[positions] = columns[0]
-        self.vectors[positions] = np.frombuffer(blob, dtype=np.float32).reshape(len(rows), self.dimension)
+        self.vectors[positions] = vectors
         self.target[positions] = [self._target_codes.setdefault(name, len(self._target_codes)) for name in columns[1]]
         self.workspace[positions] = [self._workspace_codes.setdefault(name, len(self._workspace_codes)) for name in columns[2]]
         self.memory_type[positions] = [_TYPE_CODES.get(kind, -1) for kind in columns[3]]
         self.status[positions] = [_STATUS_CODES.get(status, -1) for status in columns[4]]
         for offset, name in enumerate(TIME_FIELDS):
             # None becomes NaN, which fails every comparison: NULL times never match a range
-            self.times[name][positions] = np.array(columns[_TIME_OFFSET + offset], dtype=np.float64)
+            self.times[name][positions] = _times(columns[_TIME_OFFSET + offset])
         self.reflected[positions] = columns[9]
         self.updated[positions] = columns[10]
 
@@ -227,6 +269,18 @@ class UserMatrix:
         return list(zip(self.row_ids[positions].tolist(), scores[best].tolist(), strict=True))
 
 
+def _where(rows: Sequence[Sequence[Any]], keep: np.ndarray) -> list[Sequence[Any]]:
+    return [row for row, kept in zip(rows, keep.tolist(), strict=True) if kept]
+
+
+def _times(values: Sequence[Any]) -> np.ndarray:
+    try:
+        return np.array(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        # text from another program: NaN here (matches no range); reading the node leaves it out, named
+        return np.array([value if type(value) in (int, float) else None for value in values], dtype=np.float64)
+
+
 def _one_of(codes: np.ndarray, wanted: Sequence[int]) -> np.ndarray:
     """`np.isin(codes, wanted)` for a few wanted codes: one comparison each is ~50x faster."""
     if not wanted:
@@ -258,26 +312,38 @@ def refresh(connection: sqlite3.Connection, matrix: UserMatrix, user_name: str) 
             sql = "SELECT DISTINCT row_id FROM memory_changes WHERE user_name = ? AND seq > ?"
             changed = [row_id for (row_id,) in connection.execute(sql, (user_name, matrix.seq))]
         if changed is None or len(changed) > max(1024, matrix.size // 4):
-            _reload(connection, matrix, user_name)
+            damage = _reload(connection, matrix, user_name)
         else:
             # `+` keeps SQLite from walking the user's index: the changed row ids are the few rows to read
             sql = _MATRIX_SELECT + "WHERE m.row_id IN (SELECT j.value FROM json_each(?) AS j) AND +m.user_name = ?"
-            matrix.apply(changed, connection.execute(sql, (json.dumps(changed), user_name)).fetchall())
+            damage = matrix.apply(changed, connection.execute(sql, (json.dumps(changed), user_name)).fetchall())
         matrix.seq = head
+        if damage:
+            _warn(connection, damage)
     finally:
         connection.execute("COMMIT")
 
 
-def _reload(connection: sqlite3.Connection, matrix: UserMatrix, user_name: str) -> None:
+def _warn(connection: sqlite3.Connection, damage: Damage) -> None:
+    """One warning for each memory left out of the matrix, by its id."""
+    sql = "SELECT row_id, memory_id FROM memories WHERE row_id IN (SELECT j.value FROM json_each(?) AS j)"
+    memory_ids = dict(connection.execute(sql, (json.dumps([row_id for row_id, _ in damage]),)).fetchall())
+    for row_id, found in damage:
+        _log.warning("memory %r: its stored vector is damaged (%s); %s", memory_ids.get(row_id, row_id), found, VECTOR_ADVICE)
+
+
+def _reload(connection: sqlite3.Connection, matrix: UserMatrix, user_name: str) -> Damage:
     count = connection.execute("SELECT count(*) FROM memories WHERE user_name = ?", (user_name,)).fetchone()[0]
     matrix.reset(count + count // 8)  # room to grow before the next copy
     cursor = connection.execute(_MATRIX_SELECT + "WHERE m.user_name = ?", (user_name,))
+    damage: Damage = []
     try:
         # in chunks: a whole user's vector blobs at once would briefly double the memory they need
         while rows := cursor.fetchmany(4096):
-            matrix.append(rows)
+            damage += matrix.append(rows)
     finally:
         cursor.close()
+    return damage
 
 
 class MatrixCache:

@@ -14,8 +14,10 @@ Tables
   by any connection of any process). In-memory matrices replay it to catch up incrementally.
 - `store_meta`: schema version, embedding model name and dimension, change-log pruning point.
 
+A row holding a value of the wrong kind (from another program) is left out of reads, named (`decoded_nodes`).
+
 Schema versions: 1 had `memory_words` rowid = `row_id`; 2 adds the per-user rowid ranges.
-`migrate_schema` brings a version-1 file up to date when it is opened, keeping every row.
+`_sqlite_connections.migrate_schema` brings a version-1 file up to date when it is opened.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
 import math
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -36,6 +39,7 @@ from memoryscope.text import KEYWORD_TEXT_VERSION
 
 __all__ = [
     "NODE_COLUMNS",
+    "DamagedRowError",
     "assign_keyword_slots",
     "ROWID_SPAN",
     "SCHEMA_SCRIPT",
@@ -44,9 +48,10 @@ __all__ = [
     "TIME_FIELDS",
     "UPDATABLE_FIELDS",
     "filter_sql",
-    "migrate_schema",
     "node_from_row",
     "node_to_row",
+    "decoded_nodes",
+    "row_damage",
     "scope_token",
     "scoped_words",
     "validate_filter",
@@ -134,26 +139,9 @@ END;
 SCHEMA_SCRIPT = _TABLES_SCRIPT + TRIGGERS_SCRIPT
 
 NODE_COLUMNS: tuple[str, ...] = (
-    "memory_id",
-    "user_name",
-    "target_name",
-    "workspace",
-    "memory_type",
-    "content",
-    "key",
-    "value",
-    "status",
-    "superseded_by",
-    "created_at",
-    "updated_at",
-    "event_time",
-    "message_time",
-    "source_message_ids",
-    "reflected",
-    "updated",
-    "access_count",
-    "last_accessed_at",
-    "meta",
+    *("memory_id", "user_name", "target_name", "workspace", "memory_type", "content", "key", "value", "status"),
+    *("superseded_by", "created_at", "updated_at", "event_time", "message_time", "source_message_ids", "reflected"),
+    *("updated", "access_count", "last_accessed_at", "meta"),
 )
 
 TIME_FIELDS = ("event_time", "message_time", "created_at", "updated_at")
@@ -163,6 +151,8 @@ UPDATABLE_FIELDS = frozenset(item.name for item in dataclasses.fields(MemoryNode
 _TYPES = {kind.value: kind for kind in MemoryType}
 _STATUSES = {status.value: status for status in MemoryStatus}
 _from_epoch = datetime.fromtimestamp
+_UTC = timezone.utc
+_log = logging.getLogger(__name__)
 
 
 def _epoch(moment: datetime | None) -> float | None:
@@ -205,29 +195,24 @@ def node_from_row(row: Sequence[Any], score: float | None = None) -> MemoryNode:
     """Inverse of `node_to_row` (times come back as aware UTC datetimes), with a search `score`.
 
     On every search path (120 nodes a retrieve), so unpacked by position and with the common
-    empty JSON values short-cut: half the cost of a generic column loop."""
-    (
-        memory_id,
-        user_name,
-        target_name,
-        workspace,
-        memory_type,
-        content,
-        key,
-        value,
-        status,
-        superseded_by,
-        created_at,
-        updated_at,
-        event_time,
-        message_time,
-        source_message_ids,
-        reflected,
-        updated,
-        access_count,
-        last_accessed_at,
-        meta,
-    ) = row
+    empty JSON values short-cut: half the cost of a generic column loop. A row holding a value
+    of the wrong kind (another program wrote it) is a `DamagedRowError` naming it."""
+    try:
+        return _node_from_row(row, score)
+    except (TypeError, ValueError, KeyError, OverflowError, OSError) as error:
+        raise DamagedRowError(row, error) from None
+
+
+def _node_from_row(row: Sequence[Any], score: float | None) -> MemoryNode:
+    memory_id, user_name, target_name, workspace, memory_type, content, key, value, status, superseded_by = row[:10]
+    created_at, updated_at, event_time, message_time, source_message_ids = row[10:15]
+    reflected, updated, access_count, last_accessed_at, meta = row[15:]
+    # what would pass silently below (times, JSON and enums fail loudly on a value of the wrong kind)
+    texts_sound = type(memory_id) is type(user_name) is type(target_name) is type(workspace) is type(content) is str
+    if not (texts_sound and type(key) is type(value) is type(superseded_by) is str and type(access_count) is int):
+        raise TypeError("a value of the wrong kind")
+    if not (reflected in (0, 1) and updated in (0, 1) and type(reflected) is type(updated) is int):
+        raise TypeError("a value of the wrong kind")
     return MemoryNode(
         user_name=user_name,
         content=content,
@@ -251,6 +236,71 @@ def node_from_row(row: Sequence[Any], score: float | None = None) -> MemoryNode:
         meta={} if meta == "{}" else json.loads(meta),
         score=score,
     )
+
+
+class DamagedRowError(StoreError):
+    """A `memories` row that does not decode: `memory_id`, `column` and `problem` say why."""
+
+    def __init__(self, row: Sequence[Any], error: Exception) -> None:
+        self.memory_id = str(row[0])
+        self.column, self.problem = row_damage(row) or ("?", f"{type(error).__name__}: {error}")
+        advice = "`memoryscope doctor --config ...` lists every damaged memory"
+        super().__init__(f"memory {self.memory_id!r} is damaged: {self.problem} (written by another program?); {advice}")
+
+
+def decoded_nodes(rows: Iterable[tuple[Sequence[Any], float | None]]) -> list[MemoryNode]:
+    """The nodes of `(row, score)` pairs; a damaged row is left out with a warning naming it."""
+    nodes = []
+    for row, score in rows:
+        try:
+            nodes.append(node_from_row(row, score))
+        except DamagedRowError as error:
+            _log.warning("%s; it is left out of what is read", error)
+    return nodes
+
+
+# the kind of each column not holding text, and how to say it
+_KINDS: dict[str, tuple[str, str]] = {
+    **dict.fromkeys(("created_at", "updated_at"), ("time", "a time (seconds since 1970)")),
+    **dict.fromkeys(("event_time", "message_time", "last_accessed_at"), ("optional time", "a time (seconds since 1970) or NULL")),
+    **dict.fromkeys(("reflected", "updated"), ("flag", "0 or 1")),
+    "access_count": ("count", "a whole number"),
+    "source_message_ids": ("id list", "a JSON list of ids"),
+    "meta": ("object", "a JSON object"),
+    "memory_type": ("choice", f"one of {', '.join(_TYPES)}"),
+    "status": ("choice", f"one of {', '.join(_STATUSES)}"),
+}
+_CHOICES: dict[str, dict[str, Any]] = {"memory_type": _TYPES, "status": _STATUSES}
+
+
+def row_damage(row: Sequence[Any]) -> tuple[str, str] | None:
+    """`(column, problem)` for the first column of a `NODE_COLUMNS` row holding a value of the
+    wrong kind, or None when every value is sound."""
+    for column, value in zip(NODE_COLUMNS, row, strict=True):
+        kind, expected = _KINDS.get(column, ("text", "text"))
+        if not _sound(kind, value, _CHOICES.get(column)):
+            shown = repr(value) if len(repr(value)) <= 80 else repr(value)[:77] + "..."
+            return column, f"column {column} holds {shown}, not {expected}"
+    return None
+
+
+def _sound(kind: str, value: Any, choices: dict[str, Any] | None) -> bool:
+    if kind in ("time", "optional time"):
+        try:
+            return kind == "optional time" if value is None else type(value) in (int, float) and bool(_from_epoch(value, _UTC))
+        except (ValueError, OverflowError, OSError):  # beyond the years a datetime holds
+            return False
+    if kind in ("flag", "count"):
+        return type(value) is int and (kind == "count" or value in (0, 1))
+    if choices is not None:
+        return value in choices
+    if type(value) is not str or kind == "text":
+        return type(value) is str
+    try:
+        loaded = json.loads(value)
+    except ValueError:
+        return False
+    return isinstance(loaded, dict) if kind == "object" else isinstance(loaded, list) and all(type(i) is str for i in loaded)
 
 
 def scope_token(user_name: str) -> str:
@@ -346,36 +396,3 @@ def assign_keyword_slots(connection: sqlite3.Connection) -> None:
         "SELECT user_name, (SELECT coalesce(max(slot), 0) FROM keyword_scopes) + row_number() OVER (ORDER BY user_name) "
         "FROM (SELECT DISTINCT user_name FROM memories WHERE user_name NOT IN (SELECT user_name FROM keyword_scopes))"
     )
-
-
-def migrate_schema(connection: sqlite3.Connection, version: str) -> None:
-    """Bring a file of an older schema `version` to `SCHEMA_VERSION`, inside the caller's write
-    transaction (the tables of SCHEMA_SCRIPT already created). Every memory is kept."""
-    if version == "1":
-        # the triggers address `memory_words` by the new rowids; the words move there unchanged
-        # (same rows, same tokens: keyword ranking is exactly as before)
-        for trigger in ("memories_inserted", "memories_updated", "memories_deleted"):
-            connection.execute(f"DROP TRIGGER IF EXISTS {trigger}")
-        _run_script(connection, TRIGGERS_SCRIPT)
-        assign_keyword_slots(connection)
-        connection.execute("CREATE TEMP TABLE moved_words AS SELECT rowid AS row_id, scope, words FROM memory_words")
-        connection.execute("DELETE FROM memory_words")
-        connection.execute(
-            f"INSERT INTO memory_words (rowid, scope, words) SELECT s.slot * {ROWID_SPAN} + w.row_id, w.scope, w.words "
-            "FROM temp.moved_words AS w JOIN memories AS m ON m.row_id = w.row_id "
-            "JOIN keyword_scopes AS s ON s.user_name = m.user_name"
-        )
-        connection.execute("DROP TABLE temp.moved_words")
-        version = "2"
-    if version != SCHEMA_VERSION:
-        raise StoreError(f"schema version {version} is unknown; this MemoryScope reads {SCHEMA_VERSION}")
-
-
-def _run_script(connection: sqlite3.Connection, script: str) -> None:
-    """Run `script` statement by statement: `executescript` would commit the open transaction."""
-    statement = ""
-    for line in script.splitlines(keepends=True):
-        statement += line
-        if sqlite3.complete_statement(statement):
-            connection.execute(statement)
-            statement = ""

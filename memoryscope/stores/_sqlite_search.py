@@ -23,7 +23,7 @@ from memoryscope.memory import MemoryNode
 from memoryscope.stores._sqlite_cache import MatrixCache, UserMatrix, refresh
 from memoryscope.stores._sqlite_connections import SqliteConnections
 from memoryscope.stores._sqlite_keyword import KeywordIndex, first_kept
-from memoryscope.stores._sqlite_schema import NODE_COLUMNS, node_from_row
+from memoryscope.stores._sqlite_schema import NODE_COLUMNS, decoded_nodes
 from memoryscope.stores.base import MemoryFilter
 from memoryscope.stores.fusion import reciprocal_rank_fusion
 
@@ -167,14 +167,15 @@ class Searcher:
 
 
 def load_nodes(connection: sqlite3.Connection, ranked: Sequence[tuple[int, float]]) -> list[MemoryNode]:
-    """The nodes of `ranked` row ids in that order, each with its score; rows gone meanwhile are skipped."""
+    """The nodes of `ranked` row ids in that order, each with its score; rows gone meanwhile are
+    skipped, and so are damaged ones (with a warning naming them)."""
     if not ranked:
         return []
     rows: dict[int, Any] = {
         row[0]: row for row in connection.execute(_SELECT_BY_ROW_ID, (json.dumps([row_id for row_id, _ in ranked]),))
     }
     # built with their score at once: a node is immutable and copying it costs as much as building it
-    return [node_from_row(rows[row_id][1:], score) for row_id, score in ranked if row_id in rows]
+    return decoded_nodes((rows[row_id][1:], score) for row_id, score in ranked if row_id in rows)
 
 
 def _only_user(memory_filter: MemoryFilter) -> bool:

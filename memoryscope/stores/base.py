@@ -29,6 +29,7 @@ from memoryscope.registry import Registry
 ParamsT = TypeVar("ParamsT", bound=BaseModel)
 
 if TYPE_CHECKING:
+    from memoryscope.history import ChangeSource, MemoryChange
     from memoryscope.models.base import EmbeddingModel
     from memoryscope.progress import Progress
 
@@ -78,8 +79,10 @@ class MemoryStore(ABC):
         vectors: np.ndarray | None = None,
         *,
         requires: Mapping[str, Collection[str]] | None = None,
+        change: ChangeSource | None = None,
     ) -> list[str]:
-        """Insert or replace `nodes` atomically: all land or none do.
+        """Insert or replace `nodes` atomically: all land or none do. Each change is kept in the
+        history (`history()`), with `change` saying which operation and run made it.
 
         Vectors: the given rows, else the stored vector when the content is unchanged, else
         the embedding model's passage vector.
@@ -100,12 +103,19 @@ class MemoryStore(ABC):
         """Change fields of one node (re-embedding if `content` changes); StoreError if absent."""
 
     @abstractmethod
-    def delete(self, memory_ids: Sequence[str]) -> int:
-        """Delete by id; returns how many existed."""
+    def delete(self, memory_ids: Sequence[str], *, change: ChangeSource | None = None) -> int:
+        """Delete by id; returns how many existed. The history keeps that each was deleted
+        (when, by what), and forgets what it said (see `memoryscope.history`)."""
 
     @abstractmethod
-    def delete_by_filter(self, memory_filter: MemoryFilter) -> int:
-        """Delete every node the filter matches; returns how many."""
+    def delete_by_filter(self, memory_filter: MemoryFilter, *, change: ChangeSource | None = None) -> int:
+        """Delete every node the filter matches; returns how many. History as for `delete`."""
+
+    @abstractmethod
+    def history(
+        self, *, memory_id: str | None = None, user_name: str | None = None, run_id: str | None = None, limit: int = 1000
+    ) -> list[MemoryChange]:
+        """The changes recorded for one memory, one user or one run (any mix), oldest first."""
 
     @abstractmethod
     def scan(
@@ -184,6 +194,24 @@ class MemoryStore(ABC):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+    def check(self, *, full: bool = True) -> dict[str, list[str]]:
+        """Every problem found in the stored memories, by what was checked (empty lists: none),
+        for `memoryscope doctor`. This one reads each user's memories and compares them with the
+        count: reads leave a memory that does not decode out (with a warning), or fail naming it.
+        Backends add their own checks (SQLite: the file, the vectors, the keyword index)."""
+        problems = []
+        for user_name, counted in sorted(self.user_counts().items()):
+            try:
+                read = sum(len(batch) for batch in self.iter_all(user_name=user_name))
+            except StoreError as error:
+                problems.append(f"user {user_name!r}: {error}")
+                continue
+            if read != counted:
+                problems.append(
+                    f"user {user_name!r}: {counted} memories, {counted - read} of which do not decode (see the warnings)"
+                )
+        return {"memories": problems}
 
 
 STORES: Registry[type[MemoryStore]] = Registry("memory store", MemoryStore, ("memoryscope.stores",))

@@ -43,9 +43,11 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memoryscope.errors import StoreError
+from memoryscope.history import ChangeSource, MemoryChange
 from memoryscope.memory import MemoryNode
 from memoryscope.models.base import EmbeddingModel
 from memoryscope.stores import _es_connection as connection
+from memoryscope.stores import _es_history as es_history
 from memoryscope.stores import _es_keywords as keywords
 from memoryscope.stores import _es_leases as es_leases
 from memoryscope.stores import _es_queries as queries
@@ -99,6 +101,11 @@ class ElasticsearchMemoryStore(MemoryStore):
         retrieve_mode: Literal["dense", "hybrid", "keyword"] | None = Field(
             default=None, description="Search mode when a caller does not name one (MemoryScope 0.1 key); default hybrid."
         )
+        history_keep_deleted_content: bool = Field(
+            default=False,
+            description="Keep what a deleted memory said in its history (index `<index_name>-history`); by default "
+            "deletion means deletion: the history keeps that it was deleted, when and by what.",
+        )
 
         @field_validator("index_name")
         @classmethod
@@ -124,6 +131,7 @@ class ElasticsearchMemoryStore(MemoryStore):
         hybrid_candidates: int = 100,
         analyzer: str = "standard",
         retrieve_mode: Literal["dense", "hybrid", "keyword"] | None = None,
+        history_keep_deleted_content: bool = False,
         client: Any = None,
         allow_model_change: bool = False,
     ) -> None:
@@ -145,6 +153,7 @@ class ElasticsearchMemoryStore(MemoryStore):
             request_timeout=request_timeout,
             refresh=refresh,
             num_candidates=num_candidates,
+            history_keep_deleted_content=history_keep_deleted_content,
             hybrid_candidates=hybrid_candidates,
             analyzer=analyzer,
             retrieve_mode=retrieve_mode,
@@ -267,10 +276,11 @@ class ElasticsearchMemoryStore(MemoryStore):
         vectors: np.ndarray | None = None,
         *,
         requires: Mapping[str, Collection[str]] | None = None,
+        change: ChangeSource | None = None,
     ) -> list[str]:
         """Index the nodes (create or replace). Not atomic: see `BulkWriteError`; `requires`: see
         `MemoryStore.upsert` and `_es_writes.upsert`."""
-        return writes.upsert(self, nodes, vectors, requires)
+        return writes.upsert(self, nodes, vectors, requires, change)
 
     def _bulk(
         self, operations: list[dict[str, Any]], action: str, *, index: str | None = None, refresh: str | None = None
@@ -294,15 +304,20 @@ class ElasticsearchMemoryStore(MemoryStore):
         """
         return writes.update(self, memory_id, changes)
 
-    def delete(self, memory_ids: Sequence[str]) -> int:
-        return writes.delete(self, memory_ids)
+    def delete(self, memory_ids: Sequence[str], *, change: ChangeSource | None = None) -> int:
+        return writes.delete(self, memory_ids, change)
 
-    def delete_by_filter(self, memory_filter: MemoryFilter) -> int:
+    def history(
+        self, *, memory_id: str | None = None, user_name: str | None = None, run_id: str | None = None, limit: int = 1000
+    ) -> list[MemoryChange]:
+        return es_history.query(self, memory_id=memory_id, user_name=user_name, run_id=run_id, limit=limit)
+
+    def delete_by_filter(self, memory_filter: MemoryFilter, *, change: ChangeSource | None = None) -> int:
         """`_delete_by_query`, refreshed unless `refresh` is "false" (it takes no `wait_for`).
 
         It deletes what a search would find at the time, so writes made with refresh "false"
         and not yet refreshed may survive it."""
-        return writes.delete_by_filter(self, memory_filter)
+        return writes.delete_by_filter(self, memory_filter, change)
 
     # ---- reading ------------------------------------------------------------------------------
 
@@ -314,7 +329,7 @@ class ElasticsearchMemoryStore(MemoryStore):
         with self._calling("get"):
             unique = list(dict.fromkeys(ids))
             response = self._client.mget(index=self.index_name, ids=unique, source_excludes=queries.SOURCE_SHOWN["excludes"])
-        found = {doc["_id"]: queries.document_to_node(doc["_source"]) for doc in response["docs"] if doc.get("found")}
+        found = {node.memory_id: node for node, _ in reads.decoded([doc for doc in response["docs"] if doc.get("found")])}
         return [found[memory_id] for memory_id in ids if memory_id in found]
 
     def scan(
@@ -347,7 +362,7 @@ class ElasticsearchMemoryStore(MemoryStore):
         while True:
             hits = self._search(queries.iter_body(size=batch_size, user_name=user_name, after_id=after), "reading all memories")
             if hits:
-                yield [queries.document_to_node(hit["_source"]) for hit in hits]
+                yield [node for node, _ in reads.decoded(hits)]
             if len(hits) < batch_size:
                 return
             after = hits[-1]["_source"]["memory_id"]

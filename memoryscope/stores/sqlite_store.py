@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,29 +27,32 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memoryscope.errors import StoreError
+from memoryscope.history import ChangeSource, MemoryChange, changes_of_delete, changes_of_write
 from memoryscope.memory import MemoryNode, embedding_text, utc_now
 from memoryscope.models.base import EmbeddingModel
 from memoryscope.progress import Progress
+from memoryscope.stores import _sqlite_history as history
 from memoryscope.stores import _sqlite_leases as leases
 from memoryscope.stores._sqlite_cache import MatrixCache
-from memoryscope.stores._sqlite_connections import SqliteConnections
+from memoryscope.stores._sqlite_connections import SqliteConnections, check_store, file_problems
 from memoryscope.stores._sqlite_keyword import KeywordIndex
+from memoryscope.stores._sqlite_reads import SqliteReads
 from memoryscope.stores._sqlite_reembed import reembed_file
 from memoryscope.stores._sqlite_schema import (
     NODE_COLUMNS,
     UPDATABLE_FIELDS,
+    decoded_nodes,
     filter_sql,
     node_from_row,
     node_to_row,
     scope_token,
     validate_filter,
 )
-from memoryscope.stores._sqlite_search import Searcher, load_nodes
+from memoryscope.stores._sqlite_search import Searcher
 from memoryscope.stores.base import (
     STORES,
     MemoryFilter,
     MemoryStore,
-    SearchMode,
     required_ids,
     unit_rows,
     unmet_requirements,
@@ -72,7 +75,7 @@ _IDS_PARAM = "(SELECT j.value FROM json_each(?) AS j)"
 
 
 @STORES.register("sqlite_memory_store")
-class SqliteMemoryStore(MemoryStore):
+class SqliteMemoryStore(SqliteReads, MemoryStore):
     """Memories, vectors and keyword index in one SQLite file; safe across threads and processes."""
 
     class Params(BaseModel):
@@ -103,6 +106,11 @@ class SqliteMemoryStore(MemoryStore):
             description="Weight of the keyword list against the dense list (weight 1) in rank fusion; "
             "above 1 trusts exact words more than meaning.",
         )
+        history_keep_deleted_content: bool = Field(
+            default=False,
+            description="Keep what a deleted memory said in its history; by default deletion means deletion: the "
+            "history keeps that it was deleted, when and by what.",
+        )
         change_log_retain: int = Field(
             default=50_000,
             gt=0,
@@ -124,6 +132,7 @@ class SqliteMemoryStore(MemoryStore):
         hybrid_candidates: int = 100,
         hybrid_keyword_weight: float = 1.0,
         change_log_retain: int = 50_000,
+        history_keep_deleted_content: bool = False,
         allow_model_change: bool = False,
     ) -> None:
         """`allow_model_change` (not a YAML key): open a file whose vectors another embedding
@@ -137,6 +146,7 @@ class SqliteMemoryStore(MemoryStore):
             hybrid_candidates=hybrid_candidates,
             hybrid_keyword_weight=hybrid_keyword_weight,
             change_log_retain=change_log_retain,
+            history_keep_deleted_content=history_keep_deleted_content,
         )
         self.params = params
         self.path = params.path
@@ -183,6 +193,7 @@ class SqliteMemoryStore(MemoryStore):
         vectors: np.ndarray | None = None,
         *,
         requires: Mapping[str, Collection[str]] | None = None,
+        change: ChangeSource | None = None,
     ) -> list[str]:
         nodes = list(nodes)
         for node in nodes:
@@ -210,6 +221,7 @@ class SqliteMemoryStore(MemoryStore):
                 # checked inside the write transaction: a delete lands wholly before or after it
                 dropped = unmet_requirements(requires, self._present(connection, required_ids(requires))) if requires else set()
                 kept = [index for index, node in enumerate(nodes) if node.memory_id not in dropped]
+                before = self._stored(connection, [nodes[index].memory_id for index in kept])
                 self._write_rows(
                     connection,
                     [nodes[index] for index in kept],
@@ -217,7 +229,13 @@ class SqliteMemoryStore(MemoryStore):
                     [words[index] for index in kept],
                     {position: new_vectors[index] for position, index in enumerate(kept) if index in new_vectors},
                 )
+                history.record(connection, changes_of_write(before, [nodes[index] for index in kept], change))
         return [node.memory_id for node in nodes if node.memory_id in dropped]
+
+    def _stored(self, connection: sqlite3.Connection, memory_ids: Sequence[str]) -> dict[str, MemoryNode]:
+        """The stored nodes with these ids, by id (what a write replaces, for the history)."""
+        rows = connection.execute(_SELECT_NODES + f" WHERE memory_id IN {_IDS_PARAM}", (json.dumps(list(memory_ids)),))
+        return {node.memory_id: node for node in decoded_nodes((row, None) for row in rows.fetchall())}
 
     def acquire_lease(self, name: str, holder: str, ttl_s: float) -> bool:
         with self._connections.errors(), self._connections.write_transaction() as connection:
@@ -310,99 +328,41 @@ class SqliteMemoryStore(MemoryStore):
             if new.content != old.content:
                 new_vectors = {0: self._passage_vectors([embedding_text(new)])[0]}
             self._write_rows(connection, [new], [node_to_row(new)], [keyword_text(new)], new_vectors)
+            history.record(connection, changes_of_write({memory_id: old}, [new], None))
         return new
 
-    def delete(self, memory_ids: Sequence[str]) -> int:
+    def delete(self, memory_ids: Sequence[str], *, change: ChangeSource | None = None) -> int:
         if not memory_ids:
             return 0
+        where, params = f"memory_id IN {_IDS_PARAM}", [json.dumps(list(memory_ids))]
         with self._connections.errors(), self._connections.write_transaction() as connection:
-            cursor = connection.execute(f"DELETE FROM memories WHERE memory_id IN {_IDS_PARAM}", (json.dumps(list(memory_ids)),))
-            self._prune_change_log(connection)
-            return cursor.rowcount
+            return self._delete_where(connection, where, params, change)
 
-    def delete_by_filter(self, memory_filter: MemoryFilter) -> int:
+    def delete_by_filter(self, memory_filter: MemoryFilter, *, change: ChangeSource | None = None) -> int:
         validate_filter(memory_filter)
         where, params = filter_sql(memory_filter)
         with self._connections.errors(), self._connections.write_transaction() as connection:
-            cursor = connection.execute(f"DELETE FROM memories WHERE {where}", params)
-            self._prune_change_log(connection)
-            return cursor.rowcount
+            return self._delete_where(connection, where, params, change)
 
-    # ---- reading ------------------------------------------------------------------------------
+    def _delete_where(
+        self, connection: sqlite3.Connection, where: str, params: Sequence[Any], change: ChangeSource | None
+    ) -> int:
+        """Delete the rows `where` matches, keeping in the history that they were deleted (and,
+        unless configured, forgetting what they said)."""
+        deleted = [node_from_row(row) for row in connection.execute(f"{_SELECT_NODES} WHERE {where}", params).fetchall()]
+        cursor = connection.execute(f"DELETE FROM memories WHERE {where}", params)
+        keep = self.params.history_keep_deleted_content
+        if not keep:
+            history.forget_content(connection, [node.memory_id for node in deleted])
+        history.record(connection, changes_of_delete(deleted, change, keep_content=keep))
+        self._prune_change_log(connection)
+        return cursor.rowcount
 
-    def get(self, memory_ids: Sequence[str]) -> list[MemoryNode]:
-        if not memory_ids:
-            return []
-        with self._connections.errors():
-            rows = (
-                self._connections.connection()
-                .execute(_SELECT_NODES + f" WHERE memory_id IN {_IDS_PARAM}", (json.dumps(list(memory_ids)),))
-                .fetchall()
-            )
-        found = {row[0]: node_from_row(row) for row in rows}
-        return [found[memory_id] for memory_id in memory_ids if memory_id in found]
-
-    def scan(
-        self, memory_filter: MemoryFilter, *, limit: int = 100, offset: int = 0, newest_first: bool = True
-    ) -> list[MemoryNode]:
-        validate_filter(memory_filter)
-        if limit < 0 or offset < 0:
-            raise StoreError(f"scan: limit and offset must not be negative, got limit={limit}, offset={offset}")
-        where, params = filter_sql(memory_filter)
-        direction = "DESC" if newest_first else "ASC"
-        sql = f"{_SELECT_NODES} WHERE {where} ORDER BY created_at {direction}, memory_id {direction} LIMIT ? OFFSET ?"
-        with self._connections.errors():
-            rows = self._connections.connection().execute(sql, [*params, limit, offset]).fetchall()
-        return [node_from_row(row) for row in rows]
-
-    def count(self, memory_filter: MemoryFilter) -> int:
-        validate_filter(memory_filter)
-        where, params = filter_sql(memory_filter)
-        with self._connections.errors():
-            return int(
-                self._connections.connection().execute(f"SELECT count(*) FROM memories WHERE {where}", params).fetchone()[0]
-            )
-
-    # ---- the whole store ----------------------------------------------------------------------
-
-    def iter_all(
-        self, batch_size: int = 500, *, user_name: str | None = None, after_id: str | None = None
-    ) -> Iterator[list[MemoryNode]]:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise StoreError(f"iter_all: batch_size must be a positive integer, got {batch_size!r}")
-        last = after_id
-        while True:
-            clauses, params = ["1"], []
-            if user_name is not None:
-                clauses.append("user_name = ?")
-                params.append(user_name)
-            if last is not None:
-                clauses.append("memory_id > ?")
-                params.append(last)
-            sql = f"{_SELECT_NODES} WHERE {' AND '.join(clauses)} ORDER BY memory_id LIMIT ?"
-            with self._connections.errors():
-                rows = self._connections.connection().execute(sql, [*params, batch_size]).fetchall()
-            if rows:
-                yield [node_from_row(row) for row in rows]
-            if len(rows) < batch_size:
-                return
-            last = rows[-1][0]
-
-    def user_counts(self) -> dict[str, int]:
-        with self._connections.errors():
-            rows = self._connections.connection().execute("SELECT user_name, count(*) FROM memories GROUP BY user_name")
-            return {str(user): int(count) for user, count in rows.fetchall()}
-
-    def get_vectors(self, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        if not memory_ids:
-            return {}
-        sql = (
-            "SELECT m.memory_id, v.vector FROM memories AS m JOIN memory_vectors AS v ON v.row_id = m.row_id "
-            f"WHERE m.memory_id IN {_IDS_PARAM}"
-        )
-        with self._connections.errors():
-            rows = self._connections.connection().execute(sql, (json.dumps(list(memory_ids)),)).fetchall()
-        return {memory_id: np.frombuffer(blob, dtype=np.float32).copy() for memory_id, blob in rows}
+    def history(
+        self, *, memory_id: str | None = None, user_name: str | None = None, run_id: str | None = None, limit: int = 1000
+    ) -> list[MemoryChange]:
+        with self._connections.errors(), self._connections.write_transaction() as connection:  # it may create the table
+            return history.query(connection, memory_id=memory_id, user_name=user_name, run_id=run_id, limit=limit)
 
     def reembed(self, *, batch_size: int = 256, progress: Progress | None = None) -> int:
         """Re-embed in a side table, batch by batch (resumable), then switch in one transaction
@@ -418,48 +378,17 @@ class SqliteMemoryStore(MemoryStore):
         self._cache.clear()
         return count
 
-    def search(
-        self,
-        memory_filter: MemoryFilter,
-        *,
-        query: str | None = None,
-        vector: np.ndarray | None = None,
-        mode: SearchMode = SearchMode.HYBRID,
-        top_k: int = 10,
-    ) -> list[MemoryNode]:
-        """Dense scores are cosines, keyword scores BM25 (higher is better), hybrid scores fused ranks.
+    # ---- health -------------------------------------------------------------------------------
 
-        Hybrid without a query (only `vector`) is dense ranking with fused scores.
-        """
-        validate_filter(memory_filter)
-        self._require_current_model("search")
-        try:
-            mode = SearchMode(mode)
-        except ValueError:
-            raise StoreError(f"unknown search mode {mode!r}; use one of {', '.join(m.value for m in SearchMode)}") from None
-        if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-            raise StoreError(f"search: top_k must be a positive integer, got {top_k!r}")
-        if mode is SearchMode.KEYWORD and not query:
-            raise StoreError("keyword search needs a query text")
-        if query is None and vector is None:
-            raise StoreError(f"{mode.value} search needs a query text or a query vector")
+    def check(self, *, full: bool = True) -> dict[str, list[str]]:
+        """Every problem in the file, by what was checked ("file": SQLite's `integrity_check`, or
+        `quick_check` unless `full`; "memories": each row decodes; "vectors": each has the store's
+        dimension; "keyword index": agrees with the rows). Empty lists: nothing wrong."""
         with self._connections.errors():
-            connection = self._connections.connection()
-            if mode is SearchMode.KEYWORD:
-                ranked = self._searcher.keyword(connection, memory_filter, query or "", top_k)
-            else:
-                query_vector = self._query_vector(query, vector)
-                if mode is SearchMode.DENSE:
-                    ranked = self._searcher.dense(connection, memory_filter, query_vector, top_k)
-                else:
-                    depth = max(top_k, self.params.hybrid_candidates)
-                    fused = self._searcher.hybrid(
-                        connection, memory_filter, query, query_vector, depth, self.params.hybrid_keyword_weight
-                    )
-                    ranked = fused[:top_k]
-            return load_nodes(connection, ranked)
+            return check_store(self._connections.connection(), self.path, self.dimension, full=full)
 
-    def _query_vector(self, query: str | None, vector: np.ndarray | None) -> np.ndarray:
-        if vector is not None:
-            return self._unit_rows(vector, 1, "search vector")[0]
-        return self._unit_rows(self.embedding_model.embed_queries([query or ""]), 1, "embedding model output")[0]
+    @staticmethod
+    def check_file(path: str | Path, *, full: bool = True) -> list[str]:
+        """What SQLite's own check finds in the file at `path`, read-only and without opening it
+        as a store (which a damaged file refuses); [] when sound."""
+        return file_problems(Path(path), full=full)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from memoryscope.history import ChangeSource
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
 from memoryscope.models.base import EmbeddingModel
 from memoryscope.stores.base import MemoryFilter, MemoryStore, TimeRange
@@ -214,9 +215,11 @@ class ContractHelpers:
     def _remember_dimension(self, embedding_model: EmbeddingModel) -> None:
         self.dimension = int(embedding_model.dimension)  # pytest makes one instance per test
 
-    def upsert_with_random_vectors(self, store: MemoryStore, nodes: Sequence[MemoryNode], seed: int = 0) -> np.ndarray:
+    def upsert_with_random_vectors(
+        self, store: MemoryStore, nodes: Sequence[MemoryNode], seed: int = 0, change: ChangeSource | None = None
+    ) -> np.ndarray:
         vectors = unit_vectors(len(nodes), self.dimension, seed)
-        store.upsert(nodes, vectors=vectors)
+        store.upsert(nodes, vectors=vectors, change=change)
         return vectors
 
     def upsert_sentences(self, store: MemoryStore, sentences: dict[str, str], user_name: str = "ann") -> dict[str, MemoryNode]:

@@ -31,6 +31,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from memoryscope.errors import StoreError
+from memoryscope.history import ChangeSource
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
 from memoryscope.models.base import EmbeddingModel
 from memoryscope.stores.base import MemoryFilter, MemoryStore, SearchMode, TimeRange
@@ -113,6 +114,40 @@ class StoreContract(SearchCases, WholeStoreCases):
         [back] = store.get(["m-kept"])
         assert back.reflected is True
         assert store.upsert([make_node("plain", memory_id="p")], unit_vectors(1, store.dimension)) == []
+
+    # ---- history: every change kept, deletions forgotten ----------------------------------------
+
+    def test_history_keeps_every_change_with_its_source(self, store: MemoryStore) -> None:
+        node = make_node("likes coffee", memory_id="h1")
+        run = ChangeSource("consolidate_memory", "run-1")
+        self.upsert_with_random_vectors(store, [node], change=run)
+        self.upsert_with_random_vectors(store, [node.replace(updated_at=BASE_TIME + timedelta(days=1))])  # no real change
+        self.upsert_with_random_vectors(store, [node.replace(content="likes tea")], change=ChangeSource("update", "run-2"))
+        expired = node.replace(content="likes tea", status=MemoryStatus.EXPIRED, superseded_by="h2")
+        self.upsert_with_random_vectors(store, [expired], change=ChangeSource("reflect_and_reconsolidate", "run-3"))
+        changes = store.history(memory_id="h1")
+        assert [(c.action, c.operation, c.run_id) for c in changes] == [
+            ("created", "consolidate_memory", "run-1"),
+            ("updated", "update", "run-2"),
+            ("expired", "reflect_and_reconsolidate", "run-3"),
+        ]
+        assert changes[0].before is None and changes[0].after is not None and changes[0].after["content"] == "likes coffee"
+        assert changes[1].before is not None and changes[1].before["content"] == "likes coffee"
+        assert [c.seq for c in changes] == sorted(c.seq for c in changes)
+        assert [c.memory_id for c in store.history(run_id="run-2")] == ["h1"]
+        store.update("h1", meta={"pinned": True})
+        [pinned] = store.history(memory_id="h1")[3:]
+        assert pinned.action == "updated" and pinned.after is not None and pinned.after["meta"] == {"pinned": True}
+        assert len(store.history(user_name="ann")) == 4 and store.history(user_name="bob") == []
+
+    def test_a_deleted_memory_leaves_its_deletion_in_history_not_its_content(self, store: MemoryStore) -> None:
+        self.upsert_with_random_vectors(store, [make_node("my secret", memory_id="s1"), make_node("other", memory_id="s2")])
+        assert store.delete(["s1"], change=ChangeSource("delete_memory", "run-9")) == 1
+        changes = store.history(memory_id="s1")
+        assert [(c.action, c.operation) for c in changes] == [("created", ""), ("deleted", "delete_memory")]
+        assert all(c.before is None and c.after is None for c in changes)  # deletion means deletion
+        store.delete_by_filter(self.ann, change=ChangeSource("delete_all"))
+        assert [c.action for c in store.history(memory_id="s2")] == ["created", "deleted"]
 
     # ---- leases: one backend run per user across processes ------------------------------------
 

@@ -25,6 +25,7 @@ from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from time import perf_counter
 from typing import Any, TypeAlias
+from uuid import uuid4
 
 from memoryscope.context import MemoryContext
 from memoryscope.errors import UnknownNameError, WorkerError
@@ -48,6 +49,11 @@ class RunResult:
     stopped: str  # the reason a worker gave to `ctx.stop`, or ""
     total_seconds: float
     skipped: tuple[str, ...] = ()  # workers that were reached but not run (see `skip`)
+
+    @property
+    def run_id(self) -> str:
+        """The run's id, kept with every change it made (`memoryscope history`, `memoryscope undo`)."""
+        return self.context.run_id
 
     def readable(self, operation: str, language: str = "en", tz: Any = None) -> str:
         """What the run did, for a person: its result text, else its memories (time-stamped, one
@@ -128,6 +134,8 @@ class WorkflowRunner:
         started = perf_counter()
         timings: Timings = []
         skipped: list[str] = []
+        ctx.operation = ctx.operation or self.name
+        ctx.run_id = ctx.run_id or uuid4().hex[:16]
         self._run_ops(self._ops, ctx, timings, skipped)
         return RunResult(ctx, tuple(timings), ctx.stop_reason, perf_counter() - started, tuple(skipped))
 

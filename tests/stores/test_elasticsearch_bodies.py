@@ -106,7 +106,9 @@ def document(
 
 
 def last(server: FakeElasticsearch, action: str) -> RecordedRequest:
-    return server.requests_to(action)[-1]
+    """The last request to `action` on the memory index (not its history or leases index)."""
+    side = (f"/{INDEX}-history", f"/{INDEX}-leases")
+    return [r for r in server.requests_to(action) if not r.path.startswith(side)][-1]
 
 
 E1, E2, E3 = [1.0, 0.0, 0.0, 0.0], [0.0, 1.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.0]
@@ -336,8 +338,13 @@ def test_every_read_and_filtered_delete_is_scoped_to_the_user(server: FakeElasti
     store.scan(ANN)
     store.count(MemoryFilter("ann", memory_types=(MemoryType.INSIGHT,)))
     store.delete_by_filter(MemoryFilter("ann", status=MemoryStatus.EXPIRED))
-    scoped = server.requests_to("_search") + server.requests_to("_count") + server.requests_to("_delete_by_query")
-    assert len(scoped) == 9
+    scoped = [
+        request
+        for action in ("_search", "_count", "_delete_by_query")
+        for request in server.requests_to(action)
+        if request.path.startswith(f"/{INDEX}/")  # not the history index: its searches are by memory id
+    ]
+    assert len(scoped) == 10  # the filtered delete reads what it deletes first, for the history
     for request in scoped:
         query = request.body["knn"]["filter"] if "knn" in request.body else request.body["query"]
         assert query["bool"]["filter"][0] == USER_TERM, request.body
@@ -370,7 +377,7 @@ def test_upsert_keeps_stored_vectors_of_unchanged_content_and_embeds_the_rest_on
     store.upsert([node("a")], vectors=np.asarray([HALVES]))
     store.upsert([node("a", access_count=2), node("b", "plays the guitar"), node("c", "has a cat")])
     assert model.embedded == ["plays the guitar", "has a cat"]
-    mget = last(server, "_mget")
+    [mget] = [r for r in server.requests_to("_mget") if "_source_includes" in r.params][-1:]
     assert (mget.body, mget.params) == ({"ids": ["a", "b", "c"]}, {"_source_includes": "content,vector"})
     lines = last(server, "_bulk").body
     assert [line.get("vector") for line in lines[1::2]] == [HALVES, E2, E3]
@@ -493,7 +500,8 @@ def test_refresh_setting_is_passed_on_every_write(server: FakeElasticsearch, mod
         store.delete(["a"])
         store.delete_by_filter(ANN)
     writes = [r for r in server.requests if r.path.endswith(("_bulk", "_update/a", "_delete_by_query"))]
-    assert [r.params["refresh"] for r in writes] == ["false", "false", "false", "false"]
+    assert [r.params["refresh"] for r in writes if r.path.startswith(f"/{INDEX}/")] == ["false", "false", "false", "false"]
+    assert {r.params["refresh"] for r in writes} == {"false"}  # the history's writes too
 
 
 # ---- read bodies -----------------------------------------------------------------------------------
@@ -615,7 +623,7 @@ def test_reembed_copies_into_a_new_index_and_swaps_an_alias_in(
         server.clear_requests()
         assert moving.reembed(batch_size=1) == 2
         assert moving.recorded_embedding == ("table-4d-v2", 4)
-    [new_index] = server.index_names()
+    [new_index] = [name for name in server.index_names() if not name.endswith("-history")]
     assert new_index.startswith(f"{INDEX}-reembed-")
     created = next(r for r in server.requests if r.method == "PUT" and r.path == f"/{new_index}")
     assert created.body["mappings"]["_meta"]["embedding_model"] == "table-4d-v2"

@@ -7,6 +7,11 @@ vector size is `dimensions` when given (sent to the server only with `send_dimen
 learned from the first reply; asking for it before any call makes one small probe call. Sync
 calls use requests, async ones aiohttp.
 
+Each text (with its prefix) is cut to its first `max_input_tokens` tokens before it is sent, as
+counted by cl100k_base (the server's tokenizer is not known here, so the count is an estimate);
+the memory keeps the whole text. `embed_queries_and_passages` sends queries and passages in one
+request (a chat turn's query and the message it stores).
+
 `as_llama_index()` wraps the model as a LlamaIndex `BaseEmbedding` for LlamaIndex pipelines.
 """
 
@@ -22,7 +27,7 @@ from pydantic import Field
 
 from memoryscope.models.base import EMBEDDING_BACKENDS, EmbeddingModel
 from memoryscope.models.http import RemoteParams, json_client, reported_tokens
-from memoryscope.models.token_count import count_tokens
+from memoryscope.models.token_count import count_tokens, truncate_tokens
 
 __all__ = ["BgeEmbedding"]
 
@@ -49,6 +54,12 @@ class BgeEmbedding(EmbeddingModel):
             default="", description="Put before each query, for models that want an instruction (bge v1.5: `Represent ...: `)."
         )
         passage_prefix: str = Field(default="", description="Put before each passage (memory) text.")
+        max_input_tokens: int = Field(
+            default=8192,
+            gt=0,
+            description="Each text (prefix included) is sent cut to its first this many tokens, estimated with "
+            "cl100k_base; the memory still keeps the whole text. 8192 is bge-m3's limit; set the model's own.",
+        )
         send_dimensions: bool = Field(
             default=False,
             description="Send `dimensions` in each request, for models that shorten their vectors to it "
@@ -72,22 +83,29 @@ class BgeEmbedding(EmbeddingModel):
         return self._dimension
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._embed([self.params.query_prefix + text for text in texts])
+        return self._embed(self._inputs(self.params.query_prefix, texts))
 
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        return self._embed([self.params.passage_prefix + text for text in texts])
+        return self._embed(self._inputs(self.params.passage_prefix, texts))
+
+    def embed_queries_and_passages(self, queries: Sequence[str], passages: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+        matrix = self._embed(self._inputs(self.params.query_prefix, queries) + self._inputs(self.params.passage_prefix, passages))
+        return matrix[: len(queries)], matrix[len(queries) :]
 
     async def aembed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return await self._aembed([self.params.query_prefix + text for text in texts])
+        return await self._aembed(self._inputs(self.params.query_prefix, texts))
 
     async def aembed_passages(self, texts: Sequence[str]) -> np.ndarray:
-        return await self._aembed([self.params.passage_prefix + text for text in texts])
+        return await self._aembed(self._inputs(self.params.passage_prefix, texts))
 
     def as_llama_index(self) -> Any:
         """This model as a LlamaIndex `BaseEmbedding` (queries and passages kept apart)."""
         return _llama_index_adapter_class()(self)
 
     # -- requests --------------------------------------------------------------------------
+
+    def _inputs(self, prefix: str, texts: Sequence[str]) -> list[str]:
+        return [truncate_tokens(prefix + text, self.params.max_input_tokens) for text in texts]
 
     def _batches(self, texts: list[str]) -> list[list[str]]:
         size = self.params.batch_size

