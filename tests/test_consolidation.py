@@ -50,14 +50,16 @@ WORKERS: dict[str, dict[str, Any]] = {
 }
 
 
-def build_runner(store: Any, api_base: str, language: str = "en") -> WorkflowRunner:
-    """The consolidate_memory runner over `store`, with its LLM at `api_base`. The killed
-    subprocess below imports this module to build the very same runner."""
+def build_runner(store: Any, api_base: str, language: str = "en", **info_filter: Any) -> WorkflowRunner:
+    """The consolidate_memory runner over `store`, with its LLM at `api_base` (and `info_filter`
+    params set over its own). The killed subprocess below imports this module to build the very
+    same runner."""
     model = OpenAILikeGeneration(OpenAILikeGeneration.Params(model_name="qwen", api_base=api_base, max_retries=0, timeout=30.0))
     env = make_env(store=store, models={"generation_model": model}, timezone="Asia/Shanghai", language=language)
+    entries = {**WORKERS, "info_filter": {**WORKERS["info_filter"], **info_filter}}
     workers = {
         name: build_worker(str(entry["class"]), {k: v for k, v in entry.items() if k != "class"}, env, name=name)
-        for name, entry in WORKERS.items()
+        for name, entry in entries.items()
     }
     plan = parse_workflow(WORKFLOW, "memory_service.consolidate_memory.workflow")
     validate_plan(plan, workers, CALLER_FIELDS, "memory_service.consolidate_memory.workflow")

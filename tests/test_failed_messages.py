@@ -15,35 +15,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_consolidation import EVENING_TALK, WORKERS, WORKFLOW, Memory, english_script
+from test_consolidation import EVENING_TALK, Memory, build_runner, english_script
 
 from memoryscope._scheduler_state import Scope, Track, Triggers, fired_trigger, pending_counts
 from memoryscope.app import MemoryScope
 from memoryscope.cli import main
-from memoryscope.context import CALLER_FIELDS, MemoryContext
+from memoryscope.context import MemoryContext
 from memoryscope.memory import MemoryNode, MemoryType
 from memoryscope.models.embedding.local_embedding import LocalEmbedding
-from memoryscope.models.generation.openai_like import OpenAILikeGeneration
 from memoryscope.stores.sqlite_store import SqliteMemoryStore
-from memoryscope.testing.builders import build_worker, make_env
 from memoryscope.testing.fake_openai import FakeOpenAIServer
-from memoryscope.workflow import WorkflowRunner, parse_workflow, validate_plan
+from memoryscope.workflow import WorkflowRunner
 
 TRIGGER = Triggers(messages=5)
-
-
-def build_runner(store: Any, api_base: str, **info_filter: Any) -> WorkflowRunner:
-    """consolidate_memory as in test_consolidation, with `info_filter` params set over its own."""
-    model = OpenAILikeGeneration(OpenAILikeGeneration.Params(model_name="qwen", api_base=api_base, max_retries=0, timeout=30.0))
-    env = make_env(store=store, models={"generation_model": model}, timezone="Asia/Shanghai")
-    entries = {**WORKERS, "info_filter": {**WORKERS["info_filter"], **info_filter}}
-    workers = {
-        name: build_worker(str(entry["class"]), {k: v for k, v in entry.items() if k != "class"}, env, name=name)
-        for name, entry in entries.items()
-    }
-    plan = parse_workflow(WORKFLOW, "memory_service.consolidate_memory.workflow")
-    validate_plan(plan, workers, CALLER_FIELDS, "memory_service.consolidate_memory.workflow")
-    return WorkflowRunner("consolidate_memory", plan, workers)
 
 
 @pytest.fixture(scope="module")
