@@ -251,7 +251,7 @@ def test_malformed_answers_are_repaired_once_each(server: FakeOpenAIServer, memo
     assert result.context.result == "stored 5 observations, expired 1, consolidated 10 messages"
 
 
-def test_an_answer_malformed_twice_skips_its_facts_and_keeps_the_rest(server: FakeOpenAIServer, memory_for: Any) -> None:
+def test_an_answer_malformed_twice_keeps_its_messages_pending_and_the_rest_goes_on(server: FakeOpenAIServer, memory_for: Any) -> None:
     script = english_script(server)
     script.garbage("get_observation_with_time", 2)
     memory = memory_for("ann")
@@ -264,7 +264,11 @@ def test_an_answer_malformed_twice_skips_its_facts_and_keeps_the_rest(server: Fa
         "ann lives in Hangzhou, China",
         "ann plays the guitar every evening",
     ]
-    assert memory.nodes(MemoryType.CONVERSATION, reflected=False) == []  # kept as conversation memories
+    # their messages are not lost: they stay pending, the failure noted, for a later run
+    waiting = memory.nodes(MemoryType.CONVERSATION, reflected=False)
+    assert sorted(node.memory_id for node in waiting) == sorted(skipped)
+    assert all(node.meta["consolidation_failures"] == 1 and "unreadable" in node.meta["consolidation_error"] for node in waiting)
+    assert result.context.result.endswith("left 2 messages pending (unreadable answers)")
 
 
 def test_a_failing_endpoint_fails_the_run_and_stores_nothing(server: FakeOpenAIServer, memory_for: Any) -> None:

@@ -15,7 +15,15 @@ from memoryscope.env import Env
 from memoryscope.history import ChangeSource
 from memoryscope.llm_output import extract_json
 from memoryscope.memory import MemoryNode, utc_now
-from memoryscope.message_retries import FAILED, cleared, note_failure, pending_filter, pending_messages
+from memoryscope.message_retries import (
+    DEFAULT_BACKOFF_S,
+    DEFAULT_MAX_FAILURES,
+    FAILED,
+    cleared,
+    note_failure,
+    pending_filter,
+    pending_messages,
+)
 from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.prompts import load_prompts
 from memoryscope.stores.base import MemoryStore
@@ -96,7 +104,7 @@ class InfoFilterWorker(Worker):
             description="Estimated prompt tokens per LLM call; more messages than fit are split into further calls.",
         )
         max_consolidation_failures: int = Field(
-            3,
+            DEFAULT_MAX_FAILURES,
             gt=0,
             le=1000,
             description="Runs a message may fail on (the model's answer about it unreadable after one repair request) "
@@ -104,7 +112,7 @@ class InfoFilterWorker(Worker):
             "--retry-failed`) takes it again.",
         )
         retry_backoff_s: float = Field(
-            60.0,
+            DEFAULT_BACKOFF_S,
             ge=0,
             le=86_400,
             description="How long a message waits after its first failure; doubled after each further one, at most a day.",

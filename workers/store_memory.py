@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import ClassVar
+
+from pydantic import Field
 
 from memoryscope.context import MemoryContext
 from memoryscope.env import Env
 from memoryscope.history import ChangeSource, is_pinned
 from memoryscope.memory import MemoryNode, utc_now
+from memoryscope.message_retries import DEFAULT_BACKOFF_S, DEFAULT_MAX_FAILURES, cleared, note_failure
 from memoryscope.stores.base import MemoryStore
 from memoryscope.worker import Worker, WorkerParams, register_worker
 
@@ -20,6 +24,7 @@ _PARTS = {
         "insights": ("updated {n} insight", "updated {n} insights"),
         "expired": ("expired {n}", "expired {n}"),
         "messages": ("consolidated {n} message", "consolidated {n} messages"),
+        "pending": ("left {n} message pending (unreadable answer)", "left {n} messages pending (unreadable answers)"),
         "reflected": ("reflected on {n} observation", "reflected on {n} observations"),
         "nothing": "nothing to store",
         "separator": ", ",
@@ -30,6 +35,7 @@ _PARTS = {
         "insights": ("更新了 {n} 条洞察", "更新了 {n} 条洞察"),
         "expired": ("过期 {n} 条", "过期 {n} 条"),
         "messages": ("整理了 {n} 条消息", "整理了 {n} 条消息"),
+        "pending": ("{n} 条消息因回答无法读取而待重试", "{n} 条消息因回答无法读取而待重试"),
         "reflected": ("反思了 {n} 条观察", "反思了 {n} 条观察"),
         "nothing": "没有需要保存的内容",
         "separator": "，",
@@ -76,7 +82,21 @@ class StoreMemoryWorker(Worker):
     writes: ClassVar[tuple[str, ...]] = ("result", "details")
 
     class Params(WorkerParams):
-        pass
+        max_consolidation_failures: int = Field(
+            DEFAULT_MAX_FAILURES,
+            gt=0,
+            le=1000,
+            description="Runs a message may fail on (the facts drawn from it unreadable after one repair request) "
+            "before it is parked as failed (as `info_filter`'s key of the same name).",
+        )
+        retry_backoff_s: float = Field(
+            DEFAULT_BACKOFF_S,
+            ge=0,
+            le=86_400,
+            description="Wait after a message's first failure; doubled after each further one.",
+        )
+
+    params: Params
 
     def bind(self, env: Env) -> None:
         self._store: MemoryStore = env.require_store(f"worker.{self.name}")
@@ -85,7 +105,11 @@ class StoreMemoryWorker(Worker):
     def run(self, ctx: MemoryContext) -> None:
         now = utc_now()
         nodes: dict[str, MemoryNode] = {}
-        consolidated = {node.memory_id for node in (*ctx.pending_messages, *ctx.unreflected_observations)}
+        # messages whose facts stayed unreadable stay pending, with the failure noted (retried later)
+        unreadable = _unreadable_messages(ctx)
+        messages = [self._failed(node, now) if node.memory_id in unreadable else cleared(node) for node in ctx.pending_messages]
+        left_pending = sum(node.memory_id in unreadable for node in messages)
+        consolidated = {node.memory_id for node in (*messages, *ctx.unreflected_observations) if node.memory_id not in unreadable}
 
         def put(group: Iterable[MemoryNode]) -> None:
             for node in group:
@@ -98,7 +122,7 @@ class StoreMemoryWorker(Worker):
         insights = [node for node in ctx.updated_insights if node.memory_id not in pinned]
         expired = [node for node in ctx.expired_memories if node.memory_id not in pinned]
         put(ctx.unreflected_observations)
-        put(ctx.pending_messages)
+        put(messages)
         put(ctx.new_observations)
         put(insights)
         put(expired)
@@ -112,7 +136,8 @@ class StoreMemoryWorker(Worker):
             "observations": len(ctx.new_observations),
             "insights": len(insights),
             "expired": len(expired),
-            "messages": len(ctx.pending_messages),
+            "messages": len(messages) - left_pending,
+            "pending": left_pending,
             "reflected": len(ctx.unreflected_observations),
         }
         kept = [node.memory_id for node in written if node.memory_id not in set(dropped)]
@@ -121,6 +146,11 @@ class StoreMemoryWorker(Worker):
             **counts, "written": len(kept), "memory_ids": kept, "dropped": len(dropped), "pinned_kept": kept_pinned,
         }  # fmt: skip
         ctx.result = self._summary(counts, len(dropped))
+
+    def _failed(self, node: MemoryNode, now: datetime) -> MemoryNode:
+        error = f"worker {self.name}: the facts drawn from this message stayed unreadable after one repair request"
+        params = self.params
+        return note_failure(node, error, now, max_failures=params.max_consolidation_failures, backoff_s=params.retry_backoff_s)
 
     def _summary(self, counts: dict[str, int], dropped: int) -> str:
         words = _PARTS.get(self._language, _PARTS["en"])
@@ -131,6 +161,16 @@ class StoreMemoryWorker(Worker):
                 parts.append((singular if count == 1 else plural).format(n=count))
         text = str(words["separator"]).join(parts) if parts else str(words["nothing"])
         return text + str(words["dropped"]).format(n=dropped) if dropped else text
+
+
+def _unreadable_messages(ctx: MemoryContext) -> set[str]:
+    """Messages whose facts no step could read (the extraction steps list them in their details)."""
+    return {
+        memory_id
+        for details in ctx.details.values()
+        if isinstance(details, dict)
+        for memory_id in details.get("unreadable_message_ids", ())
+    }
 
 
 def _requirements(ctx: MemoryContext, written: list[MemoryNode]) -> dict[str, tuple[str, ...]]:

@@ -64,6 +64,7 @@ class ConsolidationScript:
     calls: Counter[str] = field(default_factory=Counter)
     _garbage: Counter[str] = field(default_factory=Counter)
     _held: dict[str, threading.Event] = field(default_factory=dict)
+    _holding: list[threading.Event] = field(default_factory=list)  # requests held now, waiting for `release()`
     reached: dict[str, threading.Event] = field(default_factory=dict)
     _after: dict[str, Callable[[], None]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -97,7 +98,7 @@ class ConsolidationScript:
 
     def release(self) -> None:
         with self._lock:
-            for event in self._held.values():
+            for event in (*self._held.values(), *self._holding):  # not yet reached, and already waiting
                 event.set()
 
     def install(self, server: FakeOpenAIServer) -> None:
@@ -113,6 +114,8 @@ class ConsolidationScript:
         with self._lock:
             self.calls[worker] += 1
             held = self._held.pop(worker, None)
+            if held is not None:
+                self._holding.append(held)
             reached = self.reached.get(worker)
             garbage = self._garbage[worker] > 0
             if garbage:
