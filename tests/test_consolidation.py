@@ -251,7 +251,9 @@ def test_malformed_answers_are_repaired_once_each(server: FakeOpenAIServer, memo
     assert result.context.result == "stored 5 observations, expired 1, consolidated 10 messages"
 
 
-def test_an_answer_malformed_twice_keeps_its_messages_pending_and_the_rest_goes_on(server: FakeOpenAIServer, memory_for: Any) -> None:
+def test_an_answer_malformed_twice_keeps_its_messages_pending_and_the_rest_goes_on(
+    server: FakeOpenAIServer, memory_for: Any
+) -> None:
     script = english_script(server)
     script.garbage("get_observation_with_time", 2)
     memory = memory_for("ann")
@@ -415,9 +417,7 @@ def test_a_memoryscope_0_1_config_runs_the_same_workflow(server: FakeOpenAIServe
         assert service.run_operation("consolidate_memory", "ann").stopped == "no new messages"
 
 
-def test_two_users_consolidating_at_once_never_see_each_others_memories(
-    server: FakeOpenAIServer, memory_for: Any
-) -> None:
+def test_two_users_consolidating_at_once_never_see_each_others_memories(server: FakeOpenAIServer, memory_for: Any) -> None:
     script = ConsolidationScript(user="user")
     script.say("I keep bees on my roof", 3, [("user keeps bees", "bees")])
     script.say("I play the oboe", 3, [("user plays the oboe", "oboe")])
