@@ -13,7 +13,6 @@ put back (the state before the run), and what it refuses because a later change 
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,6 +37,7 @@ __all__ = [
 ]
 
 CREATED, UPDATED, EXPIRED, DELETED, RESTORED = "created", "updated", "expired", "deleted", "restored"
+ACTIONS = (CREATED, UPDATED, EXPIRED, DELETED, RESTORED)
 _MAX_CHANGES = 1_000_000  # more changes than one run or one memory ever has
 
 
@@ -71,6 +71,33 @@ class MemoryChange:
     before: dict[str, Any] | None = None
     after: dict[str, Any] | None = None
     seq: int = 0  # order of the changes in the store (later is larger)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> MemoryChange:
+        """Inverse of `to_dict` (`seq` is the order in the store it came from; a store gives its own)."""
+        missing = [name for name in ("memory_id", "user_name", "action", "at") if not isinstance(data.get(name), str)]
+        if missing:
+            raise ValueError(f"a change needs {', '.join(missing)} as text")
+        if data["action"] not in ACTIONS:
+            raise ValueError(f"unknown action {data['action']!r}; known: {', '.join(ACTIONS)}")
+        for name in ("before", "after"):
+            if data.get(name) is not None and not isinstance(data[name], dict):
+                raise ValueError(f"{name!r} must be an object or null")
+        at = datetime.fromisoformat(data["at"])
+        if at.tzinfo is None:
+            raise ValueError("`at` must carry its time zone")
+        return cls(
+            memory_id=data["memory_id"],
+            user_name=data["user_name"],
+            target_name=str(data.get("target_name", "")),
+            workspace=str(data.get("workspace", "")),
+            action=data["action"],
+            at=at,
+            operation=str(data.get("operation", "")),
+            run_id=str(data.get("run_id", "")),
+            before=data.get("before"),
+            after=data.get("after"),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -191,13 +218,16 @@ def undo_run(store: MemoryStore, run_id: str) -> tuple[UndoPlan, str]:
     last_seq: dict[str, int] = {}
     for change in run_changes:
         last_seq[change.memory_id] = change.seq
+    # the undo's run id comes from the run's: an undo cut short can be run again, and what it
+    # already did does not count as a later change
+    undo_id = f"undo-{run_id}"
     later: dict[str, MemoryChange] = {}
     for memory_id, seq in last_seq.items():
-        after = [change for change in store.history(memory_id=memory_id, limit=_MAX_CHANGES) if change.seq > seq]
+        history = store.history(memory_id=memory_id, limit=_MAX_CHANGES)
+        after = [change for change in history if change.seq > seq and change.run_id != undo_id]
         if after:
             later[memory_id] = after[0]
     plan = undo_plan(run_changes, later)
-    undo_id = "undo-" + uuid.uuid4().hex[:12]
     if plan.restore:
         store.upsert(plan.restore, change=ChangeSource("undo", undo_id, restoring=True))
     if plan.delete:

@@ -76,6 +76,8 @@ def test_a_run_is_recorded_and_undone(
     assert scope.store.count(OBSERVATIONS) == 0
     messages = scope.store.scan(MemoryFilter("ann", memory_types=(MemoryType.CONVERSATION,)))
     assert len(messages) == 2 and not any(node.reflected for node in messages)  # pending again
+    status, out = cli(capsys, "undo", run.run_id, "--config", str(config))  # again, as after an undo cut short
+    assert status == 0 and "refused" not in out and scope.store.count(OBSERVATIONS) == 0
     again = scope.default_service.run_operation("consolidate_memory", "ann")  # and consolidate as before
     assert "stored 2 observations" in again.context.result
 

@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from memoryscope.errors import StoreError
+from memoryscope.history import ChangeSource
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
 from memoryscope.models.base import EmbeddingModel
 from memoryscope.progress import Progress, StderrProgress
@@ -139,10 +140,10 @@ def test_export_then_import_round_trips_every_field_and_vector(tmp_path: Path) -
     assert not (tmp_path / "memories.jsonl.part").exists()
     lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert {key: lines[0][key] for key in ("format", "version", "embedding_model", "dimension", "vectors")} == {
-        "format": FORMAT, "version": 1, "embedding_model": LOCAL_NAME, "dimension": 384, "vectors": True,
+        "format": FORMAT, "version": 2, "embedding_model": LOCAL_NAME, "dimension": 384, "vectors": True,
     }  # fmt: skip
-    assert lines[-1] == {"format": FORMAT, "end": True, "count": len(nodes)}
-    for line in lines[1:-1]:  # float32 values written as the shortest text that reads back exactly
+    assert lines[-1] == {"format": FORMAT, "end": True, "count": len(nodes), "changes": len(nodes)}  # one creation each
+    for line in [line for line in lines[1:-1] if "change" not in line]:  # float32 values, shortest text that reads back
         assert np.array_equal(np.asarray(line["vector"], dtype=np.float32), vectors[line["memory_id"]])
 
     with open_store(sqlite(tmp_path / "b.db")) as target:
@@ -160,8 +161,9 @@ def test_export_one_user_without_vectors(tmp_path: Path) -> None:
         fill(source, population())
         assert export_memories(source, out, user_name="bob") == 5
     lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    memories = lines[1:-1]
+    memories = [line for line in lines[1:-1] if "change" not in line]
     assert [line["memory_id"] for line in memories] == [f"bob-{index:03d}" for index in range(5)]
+    assert [line["change"]["memory_id"] for line in lines if "change" in line] == [f"bob-{index:03d}" for index in range(5)]
     assert all("vector" not in line for line in memories)
     assert lines[0]["vectors"] is False and lines[0]["user_name"] == "bob"
 
@@ -171,7 +173,7 @@ def test_export_to_a_stream(tmp_path: Path) -> None:
     with open_store(sqlite(tmp_path / "a.db")) as source:
         fill(source, population(per_user=1))
         assert export_memories(source, stream) == 3
-    assert len(stream.getvalue().splitlines()) == 5
+    assert len(stream.getvalue().splitlines()) == 8  # header, 3 memories, their 3 creations, end line
 
 
 def test_import_with_another_model_embeds_again(tmp_path: Path, openai_server: FakeOpenAIServer) -> None:
@@ -273,8 +275,8 @@ def test_a_file_cut_short_or_miscounted_is_refused(tmp_path: Path, tail: list[An
 
 def test_a_newer_format_version_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "new.jsonl"
-    path.write_text(json.dumps({**HEADER, "version": 2}) + "\n", encoding="utf-8")
-    with open_store(sqlite(tmp_path / "b.db")) as target, pytest.raises(ImportFileError, match="line 1: format version 2"):
+    path.write_text(json.dumps({**HEADER, "version": 3}) + "\n", encoding="utf-8")
+    with open_store(sqlite(tmp_path / "b.db")) as target, pytest.raises(ImportFileError, match="line 1: format version 3"):
         import_memories(target, path)
 
 
@@ -522,3 +524,33 @@ def memory_indices(server: Any) -> list[str]:
 def memory_bulks(server: Any) -> list[Any]:
     """The bulk writes to the memory index (not to its history)."""
     return [request for request in server.requests_to("_bulk") if not request.path.startswith("/memories-history")]
+
+
+def test_history_travels_with_the_memories(tmp_path: Path) -> None:
+    """The exported users' history comes along and keeps its times, operations and runs."""
+    out = tmp_path / "with_history.jsonl"
+    with open_store(sqlite(tmp_path / "a.db")) as source:
+        fill(source, population(per_user=1))
+        source.delete(["ann-000"], change=ChangeSource("delete_memory", "run-7"))
+        exported = source.history(user_name="ann")
+        export_memories(source, out)
+    with open_store(sqlite(tmp_path / "b.db")) as target:
+        import_memories(target, out)
+        brought = [change for change in target.history(user_name="ann") if change.operation != ""]
+        assert [(c.memory_id, c.action, c.operation, c.run_id, c.at) for c in brought] == [
+            (c.memory_id, c.action, c.operation, c.run_id, c.at) for c in exported if c.operation != ""
+        ]
+        assert ("ann-000", "deleted", "delete_memory", "run-7") in [
+            (c.memory_id, c.action, c.operation, c.run_id) for c in brought
+        ]
+
+
+def test_a_bad_change_line_is_named(tmp_path: Path) -> None:
+    path = tmp_path / "bad_change.jsonl"
+    lines = [HEADER, {"change": {"memory_id": "m", "user_name": "ann", "action": "renamed", "at": "2024-10-26T00:00:00+00:00"}}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    with (
+        open_store(sqlite(tmp_path / "b.db")) as target,
+        pytest.raises(ImportFileError, match="line 2: not a memory change: unknown action 'renamed'"),
+    ):
+        import_memories(target, path)

@@ -118,6 +118,11 @@ class MemoryStore(ABC):
         """The changes recorded for one memory, one user or one run (any mix), oldest first."""
 
     @abstractmethod
+    def record_history(self, changes: Sequence[MemoryChange]) -> None:
+        """Add `changes` to the history as they are (times, operations, runs): what an import
+        brings from another store."""
+
+    @abstractmethod
     def scan(
         self, memory_filter: MemoryFilter, *, limit: int = 100, offset: int = 0, newest_first: bool = True
     ) -> list[MemoryNode]:

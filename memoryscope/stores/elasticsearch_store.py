@@ -307,6 +307,9 @@ class ElasticsearchMemoryStore(MemoryStore):
     def delete(self, memory_ids: Sequence[str], *, change: ChangeSource | None = None) -> int:
         return writes.delete(self, memory_ids, change)
 
+    def record_history(self, changes: Sequence[MemoryChange]) -> None:
+        es_history.record(self, changes)
+
     def history(
         self, *, memory_id: str | None = None, user_name: str | None = None, run_id: str | None = None, limit: int = 1000
     ) -> list[MemoryChange]:

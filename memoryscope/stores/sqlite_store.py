@@ -358,6 +358,10 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
         self._prune_change_log(connection)
         return cursor.rowcount
 
+    def record_history(self, changes: Sequence[MemoryChange]) -> None:
+        with self._connections.errors(), self._connections.write_transaction() as connection:
+            history.record(connection, changes)
+
     def history(
         self, *, memory_id: str | None = None, user_name: str | None = None, run_id: str | None = None, limit: int = 1000
     ) -> list[MemoryChange]:

@@ -31,7 +31,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from memoryscope.errors import StoreError
-from memoryscope.history import ChangeSource
+from memoryscope.history import ChangeSource, MemoryChange
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
 from memoryscope.models.base import EmbeddingModel
 from memoryscope.stores.base import MemoryFilter, MemoryStore, SearchMode, TimeRange
@@ -139,6 +139,14 @@ class StoreContract(SearchCases, WholeStoreCases):
         [pinned] = store.history(memory_id="h1")[3:]
         assert pinned.action == "updated" and pinned.after is not None and pinned.after["meta"] == {"pinned": True}
         assert len(store.history(user_name="ann")) == 4 and store.history(user_name="bob") == []
+
+    def test_recorded_history_keeps_its_times_and_sources(self, store: MemoryStore) -> None:
+        brought = MemoryChange("m9", "ann", "created", BASE_TIME, "consolidate_memory", "run-old", after={"content": "x"})
+        store.record_history([brought])
+        [back] = store.history(memory_id="m9")
+        assert (back.action, back.at, back.operation, back.run_id, back.after) == (
+            "created", BASE_TIME, "consolidate_memory", "run-old", {"content": "x"}
+        )  # fmt: skip
 
     def test_a_deleted_memory_leaves_its_deletion_in_history_not_its_content(self, store: MemoryStore) -> None:
         self.upsert_with_random_vectors(store, [make_node("my secret", memory_id="s1"), make_node("other", memory_id="s2")])

@@ -6,13 +6,17 @@ The file, UTF-8, one JSON object per line::
      "dimension": 384, "vectors": true, "user_name": null, "exported_at": "2024-10-26T13:26:20+00:00"}
     {"user_name": "ann", "content": "plays the guitar", "memory_type": "observation", ..., "vector": [0.0123, ...]}
     ...
-    {"format": "memoryscope.memories", "end": true, "count": 2}
+    {"change": {"memory_id": "...", "user_name": "ann", "action": "created", "at": "...", "operation": ...}}
+    ...
+    {"format": "memoryscope.memories", "end": true, "count": 2, "changes": 1}
 
 - The header names the embedding model (and dimension) that made the vectors, so an import uses
   them only in a store with that same model, and embeds the memories again otherwise.
 - Each memory line is `MemoryNode.to_dict()` (every field; times ISO 8601 with their zone),
   plus `vector` (float32 values, unit length) when exported with vectors.
-- The end line carries the count: a file cut short (a full disk, an interrupted copy) is refused
+- The exported users' memory history follows the memories (`change` lines, version 2), and an
+  import adds it to the target store's history as it was (times, operations, runs).
+- The end line carries the counts: a file cut short (a full disk, an interrupted copy) is refused
   instead of half-imported.
 
 Files without a header (written by other tools) are read too: memory lines only, no end line,
@@ -40,6 +44,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from memoryscope.errors import StoreError
+from memoryscope.history import MemoryChange
 from memoryscope.memory import MemoryNode, embedding_text, utc_now
 from memoryscope.progress import Progress
 from memoryscope.stores.base import MemoryStore
@@ -47,7 +52,9 @@ from memoryscope.stores.base import MemoryStore
 __all__ = ["FORMAT", "FORMAT_VERSION", "ImportFileError", "export_memories", "import_memories"]
 
 FORMAT = "memoryscope.memories"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: memory history as `change` lines
+_READABLE_VERSIONS = (1, 2)
+_ALL_CHANGES = 10_000_000
 
 _STRING_FIELDS = ("memory_id", "user_name", "content", "target_name", "workspace", "key", "value", "superseded_by")
 _BOOL_FIELDS = ("reflected", "updated")
@@ -115,9 +122,17 @@ def export_memories(
             stream.write("".join(lines))
             count += len(batch)
             progress.advance(len(batch))
-        stream.write(json.dumps({"format": FORMAT, "end": True, "count": count}) + "\n")
+        changes = _write_history(store, stream, user_name)
+        stream.write(json.dumps({"format": FORMAT, "end": True, "count": count, "changes": changes}) + "\n")
         progress.finish()
     return count
+
+
+def _write_history(store: MemoryStore, stream: TextIO, user_name: str | None) -> int:
+    """The history of `user_name` (of everyone, users whose memories are all deleted too), as `change` lines."""
+    changes = store.history(user_name=user_name, limit=_ALL_CHANGES)
+    stream.write("".join(json.dumps({"change": change.to_dict()}, ensure_ascii=False) + "\n" for change in changes))
+    return len(changes)
 
 
 def _vector_json(vector: np.ndarray) -> str:
@@ -176,6 +191,10 @@ def import_memories(
         if batch:
             _write(store, batch, use_vectors)
             progress.advance(len(batch))
+        stream.seek(start)
+        changes = [change for _, change in _changes(stream, label)]
+        for begin in range(0, len(changes), batch_size):
+            store.record_history(changes[begin : begin + batch_size])
         progress.finish()
     return total
 
@@ -258,7 +277,7 @@ def _is_marker(record: Any) -> bool:
 def _check_file(stream: TextIO, label: str) -> tuple[_Header | None, int]:
     """The header (None for a file without one) and the number of memories; ImportFileError at the first bad line."""
     header: _Header | None = None
-    count = 0
+    count = changes = 0
     end_line = last_line = 0
     for number, record in _lines(stream, label):
         first, last_line = not last_line, number
@@ -270,11 +289,19 @@ def _check_file(stream: TextIO, label: str) -> tuple[_Header | None, int]:
                     raise ImportFileError(
                         label, number, f"the end line counts {record.get('count')} memories, the file has {count}"
                     )
+                if record.get("changes", changes) != changes:
+                    raise ImportFileError(
+                        label, number, f"the end line counts {record.get('changes')} changes, the file has {changes}"
+                    )
                 end_line = number
             elif first:
                 header = _header(record, label, number)
             else:
                 raise ImportFileError(label, number, "a header line after the first line")
+            continue
+        if _is_change(record):
+            _change(record, label, number)
+            changes += 1
             continue
         _memory(record, header, label, number)
         count += 1
@@ -287,8 +314,9 @@ def _header(record: dict[str, Any], label: str, number: int) -> _Header:
     if record.get("format") != FORMAT:
         raise ImportFileError(label, number, f"unknown format {record.get('format')!r}; expected {FORMAT!r}")
     version = record.get("version")
-    if version != FORMAT_VERSION:
-        raise ImportFileError(label, number, f"format version {version!r}; this MemoryScope reads version {FORMAT_VERSION}")
+    if version not in _READABLE_VERSIONS:
+        readable = " and ".join(str(known) for known in _READABLE_VERSIONS)
+        raise ImportFileError(label, number, f"format version {version!r}; this MemoryScope reads versions {readable}")
     vectors = record.get("vectors", False)
     model, dimension = record.get("embedding_model"), record.get("dimension")
     if not isinstance(vectors, bool):
@@ -304,8 +332,27 @@ def _header(record: dict[str, Any], label: str, number: int) -> _Header:
 
 def _memories(stream: TextIO, label: str, header: _Header | None) -> Iterator[tuple[MemoryNode, np.ndarray | None]]:
     for number, record in _lines(stream, label):
-        if not _is_marker(record):
+        if not _is_marker(record) and not _is_change(record):
             yield _memory(record, header, label, number)
+
+
+def _changes(stream: TextIO, label: str) -> Iterator[tuple[int, MemoryChange]]:
+    for number, record in _lines(stream, label):
+        if _is_change(record):
+            yield number, _change(record, label, number)
+
+
+def _is_change(record: Any) -> bool:
+    return isinstance(record, dict) and set(record) == {"change"}
+
+
+def _change(record: dict[str, Any], label: str, number: int) -> MemoryChange:
+    if not isinstance(record["change"], dict):
+        raise ImportFileError(label, number, "`change` must be an object")
+    try:
+        return MemoryChange.from_dict(record["change"])
+    except (TypeError, ValueError) as error:
+        raise ImportFileError(label, number, f"not a memory change: {error}") from None
 
 
 def _memory(record: Any, header: _Header | None, label: str, number: int) -> tuple[MemoryNode, np.ndarray | None]:
