@@ -10,6 +10,7 @@ from pydantic import Field, field_validator
 
 from memoryscope.context import MemoryContext
 from memoryscope.env import Env
+from memoryscope.errors import MemoryScopeError
 from memoryscope.history import ChangeSource
 from memoryscope.memory import MemoryNode, MemoryType
 from memoryscope.stores.base import MemoryFilter, MemoryStore
@@ -68,6 +69,12 @@ class UpdateMemoryWorker(Worker):
         memory_key: Any = Field(
             None, description="MemoryScope 0.1's `from_memory_key` input; not used here (see `store_memory`)."
         )
+        max_memory_chars: int = Field(
+            100_000,
+            gt=0,
+            description="The longest memory `add` keeps, in characters: a longer one fails the call and nothing of it "
+            "is stored (as `read_message`'s `max_message_chars`).",
+        )
 
         @field_validator("method", mode="before")
         @classmethod
@@ -102,6 +109,13 @@ class UpdateMemoryWorker(Worker):
 
     def _add(self, ctx: MemoryContext) -> None:
         texts = [text.strip() for text in ctx.new_memories] or [ctx.query.strip()]
+        limit = self.params.max_memory_chars
+        for position, text in enumerate(texts, start=1):
+            if len(text) > limit:
+                raise MemoryScopeError(
+                    f"memory {position} has {len(text)} characters, more than `max_memory_chars` ({limit}) of worker "
+                    f"{self.name!r}; none of the {len(texts)} memories was added. Shorten it, or raise the limit."
+                )
         said_at = self._aware(ctx.query_time)
         nodes = [
             MemoryNode(

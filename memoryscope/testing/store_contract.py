@@ -157,6 +157,13 @@ class StoreContract(SearchCases, WholeStoreCases):
         store.delete_by_filter(self.ann, change=ChangeSource("delete_all"))
         assert [c.action for c in store.history(memory_id="s2")] == ["created", "deleted"]
 
+    # ---- integrity: what `memoryscope doctor` reads ------------------------------------------
+
+    def test_a_sound_store_checks_clean(self, store: MemoryStore) -> None:
+        self.upsert_with_random_vectors(store, [make_node("fact one", memory_id="c1"), make_node("fact two", memory_id="c2")])
+        problems = store.check()
+        assert problems and all(found == [] for found in problems.values()), problems
+
     # ---- leases: one backend run per user across processes ------------------------------------
 
     def test_a_lease_is_held_by_one_holder_until_released_or_expired(self, store: MemoryStore) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from memoryscope.context import MemoryContext
-from memoryscope.errors import ConfigError
+from memoryscope.errors import ConfigError, MemoryScopeError
 from memoryscope.memory import MemoryNode, MemoryType
 from memoryscope.stores.base import MemoryFilter
 from memoryscope.testing.builders import build_worker, make_env
@@ -96,3 +96,11 @@ def test_unknown_method_and_unknown_key_are_rejected(store: Any) -> None:
         build_worker("update_memory", {"method": "remove"}, make_env(store=store))
     with pytest.raises(ConfigError, match=r"worker\.update_memory\.mthod"):
         build_worker("update_memory", {"method": "add", "mthod": "add"}, make_env(store=store))
+
+
+def test_add_refuses_an_over_long_memory_and_adds_nothing(store: Any) -> None:
+    worker = build_worker("update_memory", {"method": "add", "max_memory_chars": 10}, make_env(store=store))
+    ctx = MemoryContext(user_name="ann", new_memories=("short", "far too long a memory"))
+    with pytest.raises(MemoryScopeError, match=r"memory 2 has 21 characters, more than `max_memory_chars` \(10\)"):
+        worker.run(ctx)
+    assert store.count(MemoryFilter(user_name="ann")) == 0
