@@ -24,9 +24,10 @@ since start (this picks up writes made by other processes).
 One backend operation per user at a time: scheduled runs and on-demand runs (`run_now`) take the
 same per-user lock, and the store's lease for the user (`memoryscope.leases`), which holds across
 processes sharing the store: a scheduled run finding the lease taken is tried again later, an
-on-demand run waits up to `lease_wait_s` for it. A user is queued at most once; a trigger for a user who is already queued
-or running asks for one more check when the current work ends (coalesced, never queued twice).
-Jobs run on a pool of `threads` threads, so different users' operations run side by side.
+on-demand run waits up to `lease_wait_s` for it. A user is queued at most once; a trigger for a
+user who is already queued or running asks for one more check when the current work ends
+(coalesced, never queued twice). Jobs run on a pool of `threads` threads, so different users'
+operations run side by side.
 
 `close(timeout)` stops the timer, drops queued checks and waits up to `timeout` seconds for
 running operations. One still running then is abandoned: its context is told to stop, so the
