@@ -9,11 +9,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 import types
 from collections.abc import Callable, Sequence
 from functools import partial
 
+from memoryscope import __version__
 from memoryscope.cli_history import add_history_commands
 from memoryscope.cli_status import add_status_commands
 from memoryscope.compat.flags import is_flag_form, parse_flags
@@ -36,6 +38,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemoryScopeError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    except BrokenPipeError:  # the reader went away (`... | head`): end quietly, as a pipe's writer should
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
@@ -48,6 +53,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog="MemoryScope 0.1.x's form starts the chat too: memoryscope --config_path=PATH, or memoryscope "
         "--language=en --generation_backend=openai_generation ... (flags named after Arguments fields).",
     )
+    parser.add_argument("--version", action="version", version=f"memoryscope {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     check = commands.add_parser("check-config", help="validate a config; print every problem")
@@ -62,11 +68,12 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run one operation of the memory service")
     run.add_argument("operation", help="e.g. retrieve_memory, list_memory, add_memory, delete_memory, delete_all")
     run.add_argument("--config", default="default")
+    run.add_argument("--store", default=None, help="SQLite file to use instead of the config's")
     run.add_argument("--user", default="user", help="whose memories")
     run.add_argument("--query", default="", help="query for retrieve_memory")
     run.add_argument("--text", action="append", default=[], help="memory text for add_memory (repeatable)")
     run.add_argument("--id", action="append", default=[], dest="ids", help="memory id for delete_memory (repeatable)")
-    run.add_argument("--json", action="store_true", help="print the memories as JSON lines")
+    run.add_argument("--json", action="store_true", help="print the memories as JSON lines, and nothing else on stdout")
     run.add_argument("--retry-failed", action="store_true", help="consolidate_memory: retry messages parked after failures too")
     run.set_defaults(handler=_run)
 
@@ -137,28 +144,51 @@ def _run(args: argparse.Namespace) -> int:
     from memoryscope.app import MemoryScope
     from memoryscope.text import terminal_safe  # stored text may hold escape codes: shown, never run
 
-    with MemoryScope(args.config) as scope:
-        inputs: dict[str, object] = {}
-        if args.query:
-            inputs["query"] = args.query
-        if args.text:
-            inputs["new_memories"] = tuple(args.text)
-        if args.ids:
-            inputs["memory_ids"] = tuple(args.ids)
-        if args.retry_failed:
-            inputs["retry_failed"] = True
+    inputs = _run_inputs(args)
+    overrides = {"memory_store.path": args.store} if args.store else None
+    with MemoryScope(args.config, overrides=overrides) as scope:
         result = scope.default_service.run_operation(args.operation, args.user, **inputs)
         settings = scope.config.settings
-        for memory in result.context.memories:
-            if args.json:
+        context = result.context
+        if args.json:  # JSON lines only on stdout; what the run said goes to stderr
+            for memory in context.memories:
                 print(terminal_safe(json.dumps(memory.to_dict(), ensure_ascii=False)))
-            else:
+            said = [text for text in (context.result, result.stopped and f"stopped: {result.stopped}") if text]
+            for text in said:
+                print(terminal_safe(text), file=sys.stderr)
+        elif context.result:  # the operation's own rendering (list_memory's sections) replaces the lines
+            print(terminal_safe(context.result))
+        else:
+            for memory in context.memories:
                 print(terminal_safe(memory.format(settings.language, settings.tzinfo)))
-        if result.context.result:
-            print(terminal_safe(result.context.result))
-        if result.stopped:
+        if result.stopped and not args.json:
             print(terminal_safe(f"stopped: {result.stopped}"))
-    return 0
+    unknown = context.details.get("unknown_ids") or []
+    return 1 if unknown else 0  # a run that stops early (nothing new) is no failure
+
+
+# what an operation needs from the command line, and the flag that gives it
+_RUN_NEEDS = {
+    "add_memory": ("text", "--text TEXT"),
+    "delete_memory": ("ids", "--id ID"),
+    "retrieve_memory": ("query", "--query TEXT"),
+}
+
+
+def _run_inputs(args: argparse.Namespace) -> dict[str, object]:
+    need = _RUN_NEEDS.get(args.operation)
+    if need is not None and not getattr(args, need[0]):
+        raise MemoryScopeError(f"`memoryscope run {args.operation}` needs {need[1]}")
+    inputs: dict[str, object] = {}
+    if args.query:
+        inputs["query"] = args.query
+    if args.text:
+        inputs["new_memories"] = tuple(args.text)
+    if args.ids:
+        inputs["memory_ids"] = tuple(args.ids)
+    if args.retry_failed:
+        inputs["retry_failed"] = True
+    return inputs
 
 
 class _CallableModule(types.ModuleType):
