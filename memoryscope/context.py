@@ -83,6 +83,7 @@ class MemoryContext:
     stop_reason: str = ""
     # -- set by the workflow runner, for every step --
     operation: str = ""  # the operation this run is
+    on_demand: bool = False  # asked for now (not fired by a trigger): thresholds that gate automatic runs do not apply
     run_id: str = ""  # this run's id: kept with every change it makes (memory history, `memoryscope undo`)
 
     def stop(self, reason: str) -> None:

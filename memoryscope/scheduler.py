@@ -190,6 +190,7 @@ class Scheduler:
         Waits for a run already going for the user. Recorded in `status()`; errors are re-raised.
         """
         scope = Scope.of(context)
+        context.on_demand = True
         with self._state:
             if self._closing:
                 raise MemoryScopeError(f"the scheduler of service {self.service_name!r} is stopped")

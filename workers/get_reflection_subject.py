@@ -30,7 +30,8 @@ _FORMAT = '["attribute", "attribute"]  (or [] when there is none)'
 class GetReflectionSubjectWorker(Worker):
     """Set `insight_subjects`: new attributes of the person ("hobby", "job", "爱好") to learn.
 
-    Runs only when at least `reflect_obs_cnt_threshold` observations wait to be reflected on;
+    Runs by trigger only when at least `reflect_obs_cnt_threshold` observations wait to be reflected
+    on (on demand, as soon as one does);
     otherwise it stops the workflow (nothing is stored, the observations keep waiting). Then ONE
     model call sees the new observations (newest first, as many as `max_prompt_tokens` allows)
     and the attributes the profile already has, and names at most `max_subjects` new ones.
@@ -73,7 +74,8 @@ class GetReflectionSubjectWorker(Worker):
 
     def run(self, ctx: MemoryContext) -> None:
         observations = ctx.unreflected_observations
-        threshold = self.params.reflect_obs_cnt_threshold
+        # the threshold gates automatic runs; a run asked for now reflects on whatever waits
+        threshold = 1 if ctx.on_demand else self.params.reflect_obs_cnt_threshold
         if len(observations) < threshold:
             ctx.insight_subjects = ()
             ctx.details[self.name] = {"observations": len(observations), "subjects": []}

@@ -90,6 +90,20 @@ def test_too_few_observations_stop_the_workflow_without_a_call(
     assert chats(server) == []
 
 
+def test_a_run_asked_for_now_reflects_below_the_threshold(
+    make_node: Make, llm: OpenAILikeGeneration, server: FakeOpenAIServer
+) -> None:
+    """The threshold gates automatic runs only: `/reflect_and_reconsolidate` on demand always runs."""
+    server.add_rule("New observations", proposer(SUBJECTS_EN, "Here:"))
+    worker = build_worker("get_reflection_subject", {"reflect_obs_cnt_threshold": 6}, make_env(models={"generation_model": llm}))
+    ctx = MemoryContext(user_name="user", unreflected_observations=observations(make_node, OBSERVATIONS_EN[:2]), on_demand=True)
+    worker.run(ctx)
+    assert ctx.stop_reason == "" and ctx.insight_subjects and len(chats(server)) == 1
+    empty = MemoryContext(user_name="user", on_demand=True)
+    worker.run(empty)
+    assert empty.stop_reason == "only 0 new observations; reflecting at 1"  # nothing to reflect on, still no call
+
+
 def test_names_new_subjects_once_each_and_drops_known_ones(
     make_node: Make, llm: OpenAILikeGeneration, server: FakeOpenAIServer
 ) -> None:
