@@ -26,14 +26,21 @@ _DASHSCOPE_COMPATIBLE = "https://dashscope.aliyuncs.com/compatible-mode/v1"
 # Where 0.1.x (through the openai client) read OpenAI's endpoint from, first found wins.
 _OPENAI_BASE_ENV = ("OPENAI_BASE_URL", "OPENAI_API_BASE")
 
-# 0.1.x module_name → (ours, keys it implied: where the key came from, which endpoint)
+# 0.1.x module_name → (ours, keys it implied: where the key came from, which endpoint, the model when none is named:
+# 0.1.x's own demo and `Arguments` choices)
 _MODULE_NAMES: dict[str, tuple[str, dict[str, Any]]] = {
-    "openai_generation": ("openai", {"api_key_env": "OPENAI_API_KEY"}),
-    "dashscope_generation": ("dashscope", {"api_key_env": "DASHSCOPE_API_KEY"}),
+    "openai_generation": ("openai", {"api_key_env": "OPENAI_API_KEY", "model_name": "gpt-4o"}),
+    "dashscope_generation": ("dashscope", {"api_key_env": "DASHSCOPE_API_KEY", "model_name": "qwen-max"}),
     "like_generation": ("openai_like", {}),  # the walkthroughs register LlamaIndex's OpenAILike under this name
     "openai_like_generation": ("openai_like", {}),
-    "openai_embedding": ("bge_embedding", {"api_base": _OPENAI_API, "api_key_env": "OPENAI_API_KEY"}),
-    "dashscope_embedding": ("bge_embedding", {"api_base": _DASHSCOPE_COMPATIBLE, "api_key_env": "DASHSCOPE_API_KEY"}),
+    "openai_embedding": (
+        "bge_embedding",
+        {"api_base": _OPENAI_API, "api_key_env": "OPENAI_API_KEY", "model_name": "text-embedding-3-small"},
+    ),
+    "dashscope_embedding": (
+        "bge_embedding",
+        {"api_base": _DASHSCOPE_COMPATIBLE, "api_key_env": "DASHSCOPE_API_KEY", "model_name": "text-embedding-v2"},
+    ),
     "dashscope_rank": ("dashscope_rank", {"api_key_env": "DASHSCOPE_API_KEY"}),
 }
 _READS_OPENAI_ENV = {"openai_generation", "openai_embedding"}

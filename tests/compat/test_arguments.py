@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from memoryscope.compat.arguments import Arguments, apply_arguments, arguments_from_fields, base_config_name
+from memoryscope.config import load_config
 from memoryscope.config.source import read_config_source
 from memoryscope.errors import ConfigError
 
@@ -133,3 +134,13 @@ def test_bad_values_are_named() -> None:
     assert "arguments.language" in message and "arguments.thread_pool_max_workers" in message
     with pytest.raises(ConfigError, match=r"arguments\.langauge: unknown argument\. Did you mean 'language'"):
         arguments_from_fields({"langauge": "en"}, environ={})
+
+
+def test_a_backend_named_alone_gets_the_model_0_1_used_with_it() -> None:
+    """`--embedding_backend=dashscope_embedding` without a model: DashScope's embedding model, not bge-m3."""
+    settings, given = arguments_from_fields(
+        {"embedding_backend": "dashscope_embedding", "generation_backend": "dashscope_generation"}, {}
+    )
+    config = load_config("default", environ={}, adjust=lambda raw: apply_arguments(raw, settings, given, environ=ENV))
+    assert config.models["embedding_model"].params.model_name == "text-embedding-v2"  # type: ignore[attr-defined]
+    assert config.models["generation_model"].params.model_name == "qwen-max"  # type: ignore[attr-defined]
