@@ -75,14 +75,7 @@ def _search(store: ElasticsearchMemoryStore, query: dict[str, Any], size: int) -
 
 
 def _ensure_index(store: ElasticsearchMemoryStore) -> None:
-    with store._calling("creating the history index"):
-        if store._client.indices.exists(index=history_index(store)):
-            return
-        try:
-            store._client.indices.create(index=history_index(store), mappings=HISTORY_MAPPINGS)
-        except store._api_error as error:
-            if getattr(error, "error", None) != "resource_already_exists_exception":
-                raise
+    store.ensure_side_index(history_index(store), HISTORY_MAPPINGS, "history")
 
 
 def _change(source: dict[str, Any]) -> MemoryChange:

@@ -59,11 +59,4 @@ def _one(store: ElasticsearchMemoryStore, lines: list[dict[str, Any]], action: s
 
 
 def _ensure_index(store: ElasticsearchMemoryStore) -> None:
-    with store._calling("creating the leases index"):
-        if store._client.indices.exists(index=leases_index(store)):
-            return
-        try:
-            store._client.indices.create(index=leases_index(store), mappings=LEASE_MAPPINGS)
-        except store._api_error as error:
-            if getattr(error, "error", None) != "resource_already_exists_exception":
-                raise
+    store.ensure_side_index(leases_index(store), LEASE_MAPPINGS, "leases")

@@ -128,6 +128,7 @@ class ElasticsearchMemoryStore(MemoryStore):
         self._client: Any = client if client is not None else connection.build_client(elasticsearch, params)
         self.hosts = connection.safe_hosts(params.hosts) if client is None else connection.client_hosts(client)
         self._index_ready = False
+        self._side_indices: set[str] = set()  # companion indices known to exist (history, leases)
         self._index_lock = threading.Lock()
         self._allow_model_change = allow_model_change
         self._recorded: tuple[str, int] | None = None  # from the index's _meta, once opened
@@ -177,6 +178,20 @@ class ElasticsearchMemoryStore(MemoryStore):
                     self._check_index_meta(mappings)
                     keywords.upgrade_index(self, mappings)
             self._index_ready = True
+
+    def ensure_side_index(self, name: str, mappings: dict[str, Any], what: str) -> None:
+        """Create a companion index (the history's, the leases') once per store object; another
+        process creating it first is fine."""
+        if name in self._side_indices:
+            return
+        with self._calling(f"creating the {what} index"):
+            if not self._client.indices.exists(index=name):
+                try:
+                    self._client.indices.create(index=name, mappings=mappings)
+                except self._api_error as error:
+                    if getattr(error, "error", None) != "resource_already_exists_exception":
+                        raise
+        self._side_indices.add(name)
 
     def _create_index(self) -> bool:
         """True when this call created the index (False: another process created it first)."""
