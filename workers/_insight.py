@@ -16,7 +16,7 @@ from typing import Any
 
 from memoryscope.context import MemoryContext
 from memoryscope.errors import ConfigError
-from memoryscope.llm_output import extract_json, numbered_lines
+from memoryscope.llm_output import as_number, extract_json, item_field, labelled, reply_lines
 from memoryscope.models.base import GenerationModel
 from memoryscope.models.token_count import count_tokens
 from memoryscope.text import cap_text, clean_model_text
@@ -132,7 +132,8 @@ def require_model(model: GenerationModel | None, where: str) -> GenerationModel:
     return model
 
 
-_LABELS = ("number", "index", "id", "key", "attribute", "subject")  # how a list entry may name its attribute
+_LABELS = ("number", "index", "id", "#", "key", "attribute", "subject", "属性", "序号")  # how an entry names its attribute
+_VALUE_KEYS = ("value", "值", "取值", "属性值")
 
 
 def parse_values(reply: str, keys: Sequence[str]) -> dict[int, str] | None:
@@ -140,8 +141,10 @@ def parse_values(reply: str, keys: Sequence[str]) -> dict[int, str] | None:
 
     Reads `{"1": "guitar", "2": "unknown"}` (numbers or keys as names, values as strings or
     `{"value": ...}`; null means unknown), a list of `{"number"|"key": ..., "value": ...}`
-    objects, a list of plain values in order, or numbered lines `1. guitar`, all inside code
-    fences or chatter. Attributes the reply leaves out are missing from the result.
+    objects or table rows (`| attribute | value |`), a list of plain values in order, all inside
+    code fences or chatter, single quotes and trailing commas too; else lines of a list:
+    `1. guitar`, `- hobby: guitar`, `* home city: Beijing`, `1) job - nurse`, `**hobby**: guitar`.
+    Attributes the reply leaves out are missing from the result.
     """
     found = extract_json(reply)
     values: dict[int, str] = {}
@@ -158,32 +161,40 @@ def parse_values(reply: str, keys: Sequence[str]) -> dict[int, str] | None:
         plain = all(not isinstance(item, dict) for item in found)
         for position, item in enumerate(found, start=1):
             if isinstance(item, dict):
-                label = next((item[name] for name in _LABELS if name in item), None)
+                label = item_field(item, _LABELS)
                 number = None if label is None else _number(label, keys)
                 if number is not None:
-                    values.setdefault(number, _value_text(item.get("value")))
+                    values.setdefault(number, _value_text(item_field(item, _VALUE_KEYS)))
             elif plain and len(found) == len(keys):
                 values.setdefault(position, _value_text(item))
-    if not values and found is None:
-        for number, text in numbered_lines(reply).items():
-            if 1 <= number <= len(keys):
-                values[number] = text
-    return values or None
+    return values or _listed_values(reply, keys) or None
 
 
-def _number(label: Any, keys: Sequence[str]) -> int | None:
-    if isinstance(label, bool):
-        return None
-    if isinstance(label, int):
-        return label if 1 <= label <= len(keys) else None
-    text = str(label).strip()
-    match = re.fullmatch(r"[#(\[]?\s*(\d+)\s*[)\].]?", text)
-    if match:
-        number = int(match.group(1))
+def _listed_values(reply: str, keys: Sequence[str]) -> dict[int, str]:
+    """Values from lines: `key: value` when the key is an attribute's, else `N. value` by number."""
+    values: dict[int, str] = {}
+    for line in reply_lines(reply):
+        pair = labelled(line.text)
+        named = None if pair is None else _number(pair[0], keys, possessive=True)
+        if pair is not None and named is not None:
+            values.setdefault(named, pair[1])
+        elif line.number is not None and line.listed and 1 <= line.number <= len(keys):
+            values.setdefault(line.number, line.text)
+    return values
+
+
+def _number(label: Any, keys: Sequence[str], *, possessive: bool = False) -> int | None:
+    """The attribute `label` names: its number, or its key (with `possessive`, also "user's
+    hobby" / "用户的爱好"); None when it names none of `keys`."""
+    number = as_number(label)
+    if number is not None:
         return number if 1 <= number <= len(keys) else None
-    wanted = normalize_key(text)
+    text = str(label)
+    names = {normalize_key(text)}
+    if possessive:
+        names |= {normalize_key(re.split(r"'s\s|的", text, maxsplit=1)[-1])}
     for position, key in enumerate(keys, start=1):
-        if normalize_key(key) == wanted:
+        if normalize_key(key) in names:
             return position
     return None
 

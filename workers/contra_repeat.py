@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import logging
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 from zoneinfo import ZoneInfo
 
 from pydantic import Field
 
 from memoryscope.context import MemoryContext
 from memoryscope.env import Env
-from memoryscope.llm_output import ask
+from memoryscope.llm_output import Relation, as_number, ask, item_field, relation_and_number, reply_lines
 from memoryscope.memory import MemoryNode, MemoryStatus
 from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.prompts import load_prompts
@@ -27,22 +26,10 @@ __all__ = ["ContraRepeatWorker", "parse_decisions", "Decision"]
 
 logger = logging.getLogger(__name__)
 
-Verdict = Literal["keep", "repeat", "contradict"]
-
-_WORDS: dict[str, Verdict] = {
-    "keep": "keep", "none": "keep", "new": "keep", "保留": "keep", "无": "keep", "新": "keep",
-    "repeat": "repeat", "repeats": "repeat", "repeated": "repeat", "duplicate": "repeat", "contained": "repeat",
-    "重复": "repeat", "包含": "repeat",
-    "contradict": "contradict", "contradicts": "contradict", "contradictory": "contradict", "conflict": "contradict",
-    "conflicts": "contradict", "矛盾": "contradict", "冲突": "contradict",
-}  # fmt: skip
-_WORD_PATTERN = "|".join(sorted((re.escape(word) for word in _WORDS), key=len, reverse=True))
-# `3: repeat 2`, `[3] contradict <1>`, `3. keep`, `3：矛盾 1`, `3: repeat of fact 2`
-_DECISION_LINE = re.compile(
-    r"^\s*(?:[-*•]\s*)?[<\[(（【#]?\s*(\d+)\s*[>\])）】]?\s*[.:：、,，\-]?\s*[<\[(（【]?\s*"
-    rf"({_WORD_PATTERN})\s*[>\])）】]?\s*(?:(?:of|with|to|和|与)\s*)?(?:(?:fact|事实|第)\s*)?[<\[(（【#]?\s*(\d+)?",
-    re.IGNORECASE,
-)
+Verdict = Relation  # "keep", "repeat" or "contradict"
+_NUMBER_KEYS = ("fact", "new", "new_fact", "number", "index", "id", "#", "事实", "序号")
+_VERDICT_KEYS = ("decision", "verdict", "judgment", "relation", "action", "result", "label", "判断", "结论")
+_OTHER_KEYS = ("other", "target", "of", "with", "k", "known", "old", "other_fact", "另一条", "对应")
 _EXPECTED_FORMAT = {
     "en": "one line per new fact: `<number>: keep`, `<number>: repeat <K>` or `<number>: contradict <K>`",
     "zh": "每条新事实一行：`<序号>: 保留`、`<序号>: 重复 <K>` 或 `<序号>: 矛盾 <K>`",
@@ -231,42 +218,30 @@ class ContraRepeatWorker(Worker):
 
 
 def parse_decisions(reply: str) -> dict[int, Decision]:
-    """Fact number → decision from `N: keep` / `N: repeat K` / `N: contradict K` lines (English
-    or Chinese words, tolerating brackets and chatter), or from JSON items like
-    `{"fact": N, "decision": "repeat", "other": K}`. First wins; lines without a usable verdict
-    are left out."""
+    """Fact number → decision from `N: keep` / `N: repeat K` / `N: contradict K` lines (every
+    form the prompts teach, English or Chinese, any case and inflection: "Contradiction with K",
+    "duplicate of fact K", "no relation", "被包含 K"; bold numbers, brackets, table rows and
+    chatter around them), or from JSON items or table rows like `{"fact": N, "decision":
+    "repeat", "other": K}`. First wins; a repeat or contradiction of no fact K is left out."""
     decisions: dict[int, Decision] = {}
-    for line in reply.splitlines():
-        match = _DECISION_LINE.match(line)
-        if match is None:
-            continue
-        verdict = _WORDS[match.group(2).lower()]
-        other = int(match.group(3)) if match.group(3) else None
-        if verdict != "keep" and other is None:
-            continue
-        decisions.setdefault(int(match.group(1)), Decision(verdict, other))
+    for line in reply_lines(reply):
+        found = relation_and_number(line.text) if line.number is not None else None
+        if line.number is not None and found is not None:
+            _add_decision(decisions, line.number, found[0], found[1])
     if decisions:
         return decisions
     for item in json_items(reply) or []:
-        number = _integer(next((item[key] for key in ("fact", "new", "number", "index", "id") if key in item), None))
-        word = next((item[key] for key in ("decision", "verdict", "action", "result") if key in item), None)
-        found = _WORDS.get(str(word).strip().lower()) if word is not None else None
-        other = _integer(next((item[key] for key in ("other", "target", "of", "with", "k") if key in item), None))
-        if number is None or found is None or (found != "keep" and other is None):
-            continue
-        decisions.setdefault(number, Decision(found, other))
+        found = relation_and_number(str(item_field(item, _VERDICT_KEYS) or ""))
+        if found is not None:
+            other = as_number(item_field(item, _OTHER_KEYS))
+            _add_decision(decisions, as_number(item_field(item, _NUMBER_KEYS)), found[0], found[1] if other is None else other)
     return decisions
+
+
+def _add_decision(decisions: dict[int, Decision], number: int | None, verdict: Verdict, other: int | None) -> None:
+    if number is not None and (verdict == "keep" or other is not None):
+        decisions.setdefault(number, Decision(verdict, None if verdict == "keep" else other))
 
 
 def _said(node: MemoryNode) -> datetime:
     return node.message_time or node.created_at
-
-
-def _integer(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from datetime import date, datetime, timedelta
@@ -16,11 +15,12 @@ from pydantic import Field
 
 from memoryscope.context import MemoryContext
 from memoryscope.env import Env
+from memoryscope.llm_output import item_field, iter_json
 from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.stores.base import TimeRange
 from memoryscope.timeparse import has_unresolved_time_word, resolve_time_range
 from memoryscope.timeparse.calendar_math import at
-from memoryscope.timeparse.model_dates import read_model_date
+from memoryscope.timeparse.model_dates import ModelDate, date_texts, read_model_date
 from memoryscope.worker import LLMWorkerParams, Worker, register_worker
 
 __all__ = ["ExtractTimeWorker", "parse_date_range"]
@@ -31,8 +31,12 @@ _WEEKDAYS = {
     "en": ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"),
     "zh": ("星期一", "星期二", "星期三", "星期四", "星期五", "星期六", "星期日"),
 }
-_OBJECT = re.compile(r"\{[^{}]*\}")
-_LOOSE_FIELD = re.compile(r"""["']?(start|end)["']?\s*[:=]\s*["']?(\d+-\d{1,2}-\d{1,2})""", re.IGNORECASE)
+_START_KEYS = ("start", "from", "begin", "start_date", "开始", "起始", "开始日期")
+_END_KEYS = ("end", "to", "until", "end_date", "结束", "截止", "结束日期")
+# `start: 2024/10/01, end: 2024/10/15` (no JSON at all), `start：2024年10月1日，end：...`
+_LOOSE_FIELD = re.compile(
+    r"""["']?(?<![A-Za-z])(start|end|from|to|开始|结束)["']?\s*[:=：]\s*["']?([^"',，;；\n}]+)""", re.IGNORECASE
+)
 
 
 @register_worker("extract_time")
@@ -119,21 +123,15 @@ def _prompt(language: str) -> dict[str, str]:
 
 def parse_date_range(reply: str, zone: ZoneInfo) -> tuple[datetime, datetime] | None:
     """`[first day 00:00, day after the last 00:00)` from a reply like `{"start": "2024-10-01",
-    "end": "2024-10-15"}` (end included), also inside code fences or chatter; None for `{}` or
-    anything unusable. One date alone is that day; dates in the wrong order are swapped. A date
-    that is impossible or outside the years 1900..2200 counts as none (it is logged)."""
-    fields: dict[str, Any] | None = None
-    for candidate in _OBJECT.findall(reply):
-        try:
-            parsed = json.loads(candidate)
-        except ValueError:
-            continue
-        if isinstance(parsed, dict):
-            fields = parsed
-            break
-    if fields is None:
-        fields = {name.lower(): value for name, value in _LOOSE_FIELD.findall(reply)}
-    start, end = _day(fields.get("start")), _day(fields.get("end"))
+    "end": "2024-10-15"}` (end included), also single-quoted, a table, `start: ..., end: ...`
+    lines or "from 2024/10/01 to 2024/10/15", inside code fences or chatter; None for `{}` or
+    anything unusable. Dates may be written as `memoryscope.timeparse.model_dates` reads them
+    (`2024/10/01`, `2024.10.1`, `2024年10月1日`, unambiguous `19/10/2024`; a year-last date
+    that is ambiguous alone takes the order of the other). One date alone is that day; dates in
+    the wrong order are swapped. A date that is impossible or outside the years 1900..2200 counts
+    as none (it is logged)."""
+    start_text, end_text = _range_texts(reply)
+    start, end = _days(start_text, end_text)
     if start is None and end is None:
         return None
     first, last = start or end, end or start
@@ -143,10 +141,37 @@ def parse_date_range(reply: str, zone: ZoneInfo) -> tuple[datetime, datetime] | 
     return at(first, zone), at(last + timedelta(days=1), zone)
 
 
-def _day(value: Any) -> date | None:
-    if not isinstance(value, str):
-        return None
-    found = read_model_date(value, need_day=True)
-    if found.problem:
-        logger.warning("extract_time: ignored the model's date %.40r: %s", value, found.problem)
-    return found.day
+def _range_texts(reply: str) -> tuple[Any, Any]:
+    """What the reply gives as start and end: from the first object (or table row) that has
+    either, else from `start: ...` fields, else the one or two dates it names; `{}` gives none."""
+    empty_object = False
+    for value in iter_json(reply):
+        row = value[0] if isinstance(value, list) and value and isinstance(value[0], dict) else value
+        if isinstance(row, dict):
+            start, end = item_field(row, _START_KEYS), item_field(row, _END_KEYS)
+            if start is not None or end is not None:
+                return start, end
+            empty_object = empty_object or not row
+    if empty_object:
+        return None, None
+    loose = {name.lower(): value.strip() for name, value in _LOOSE_FIELD.findall(reply)}
+    if loose:
+        return loose.get("start", loose.get("from", loose.get("开始"))), loose.get("end", loose.get("to", loose.get("结束")))
+    named = date_texts(reply, need_day=True)
+    return (named[0], named[-1]) if 1 <= len(named) <= 2 else (None, None)
+
+
+def _days(start_text: Any, end_text: Any) -> tuple[date | None, date | None]:
+    """The two dates; a year-last date ambiguous alone ("01/10/2024") takes the order the other shows."""
+    start, end = _read(start_text), _read(end_text)
+    order = start.day_first if start.day_first is not None else end.day_first
+    if order is not None:
+        start, end = _read(start_text, order), _read(end_text, order)
+    for text, found in ((start_text, start), (end_text, end)):
+        if found.problem:
+            logger.warning("extract_time: ignored the model's date %.40r: %s", text, found.problem)
+    return start.day, end.day
+
+
+def _read(value: Any, day_first: bool | None = None) -> ModelDate:
+    return read_model_date(value, need_day=True, day_first=day_first) if isinstance(value, str) else ModelDate(None)

@@ -13,6 +13,7 @@ from pydantic import Field
 
 from memoryscope.context import MemoryContext
 from memoryscope.env import Env
+from memoryscope.llm_output import as_number, item_field
 from memoryscope.memory import MemoryNode, MemoryType, format_time
 from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.prompts import load_prompts
@@ -37,10 +38,10 @@ __all__ = ["GetObservationWorker", "ObservationParams", "parse_observations"]
 
 logger = logging.getLogger(__name__)
 
-_MESSAGE_KEYS = ("message", "sentence", "msg", "index", "id", "n")
-_CONTENT_KEYS = ("content", "observation", "fact", "text")
-_KEYWORD_KEYS = ("keywords", "keyword", "key_words", "tags")
-_TIME_KEYS = ("time", "date", "event_time")
+_MESSAGE_KEYS = ("message", "sentence", "msg", "index", "id", "n", "number", "#", "消息")
+_CONTENT_KEYS = ("content", "observation", "fact", "text", "内容", "事实")
+_KEYWORD_KEYS = ("keywords", "keyword", "key_words", "tags", "关键词")
+_TIME_KEYS = ("time", "date", "event_time", "时间", "日期")
 # Longest observation kept: a fact is a sentence; longer text is chatter or a pasted message.
 _MAX_CONTENT_CHARS = 500
 _MAX_KEYWORD_CHARS = 200  # longer keyword lists are cut (at a word boundary)
@@ -195,12 +196,12 @@ class GetObservationWorker(Worker):
         outcome: _Outcome,
     ) -> None:
         """Add the observation `item` describes to `outcome`, or note why it was skipped."""
-        number = _integer(_first(item, _MESSAGE_KEYS))
+        number = as_number(item_field(item, _MESSAGE_KEYS))
         if number is None or not 1 <= number <= len(chunk):
             outcome.skipped.append({"item": _short(item), "reason": "no such message"})
             return
         source = chunk[number - 1]
-        content, problem = _clean_content(_first(item, _CONTENT_KEYS))
+        content, problem = _clean_content(item_field(item, _CONTENT_KEYS))
         if content is None:
             outcome.skipped.append({"message_id": source.memory_id, "item": _short(item), "reason": problem})
             return
@@ -210,7 +211,7 @@ class GetObservationWorker(Worker):
         memory_id = observation_id(ctx, (source.memory_id,), content)
         if memory_id in outcome.nodes:
             return  # the same fact twice from the same message: one node
-        llm_time = clean_model_text(_first(item, _TIME_KEYS), _MAX_TIME_CHARS)
+        llm_time = clean_model_text(item_field(item, _TIME_KEYS), _MAX_TIME_CHARS)
         event_time, notes = self.event_time(source, llm_time)
         time_problem = notes.pop("time_problem", None)
         if time_problem:
@@ -225,7 +226,7 @@ class GetObservationWorker(Worker):
             memory_id=memory_id,
             memory_type=MemoryType.OBSERVATION,
             content=content,
-            value=_keywords(_first(item, _KEYWORD_KEYS)),
+            value=_keywords(item_field(item, _KEYWORD_KEYS)),
             event_time=event_time,
             message_time=source.message_time or source.created_at,
             source_message_ids=(source.memory_id,),
@@ -234,25 +235,10 @@ class GetObservationWorker(Worker):
 
 
 def parse_observations(reply: str) -> list[dict[str, Any]] | None:
-    """The observation items of a reply (a JSON array of objects, in fences or chatter), `[]`
-    for "none", None when the reply has no such array (then the caller asks for a repair)."""
+    """The observation items of a reply (a JSON array of objects, in fences or chatter, also
+    single-quoted or with trailing commas, or the rows of a markdown table), `[]` for "none",
+    None when the reply has no such array (then the caller asks for a repair)."""
     return json_items(reply)
-
-
-def _first(item: dict[str, Any], keys: Sequence[str]) -> Any:
-    return next((item[key] for key in keys if key in item), None)
-
-
-def _integer(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
 
 
 def _clean_content(value: Any) -> tuple[str | None, str]:

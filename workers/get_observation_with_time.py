@@ -82,6 +82,7 @@ class GetObservationWithTimeWorker(GetObservationWorker):
 
 
 def parse_llm_date(text: str) -> date | None:
-    """The date in an LLM's `"2024-10-19"` (also `2024/10/19`, `2024年10月19日`, `2024-10` as its
-    first day), or None for "", "unknown", an impossible date or a year outside 1900..2200."""
+    """The date in an LLM's `"2024-10-19"` (also `2024/10/19`, `2024.10.19`, `2024年10月19日`,
+    `2024-10` as its first day, and year-last dates only when unambiguous: `19/10/2024`), or None
+    for "", "unknown", an impossible or ambiguous date (`10/01/2024`) or a year outside 1900..2200."""
     return read_model_date(text).day

@@ -10,7 +10,7 @@ from pydantic import AliasChoices, Field
 
 from memoryscope.context import MemoryContext
 from memoryscope.env import Env
-from memoryscope.llm_output import ask, extract_json
+from memoryscope.llm_output import ask, item_field, iter_json, labelled, reply_lines
 from memoryscope.memory import MemoryNode
 from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.prompts import load_prompts
@@ -24,6 +24,8 @@ _LIST_SEPARATOR = {"en": ", ", "zh": "、"}
 _NOTHING = {"en": "(none yet)", "zh": "（暂无）"}
 _MAX_SUBJECT_CHARS = 40  # an attribute is a short phrase; longer text is a value or a sentence
 _FORMAT = '["attribute", "attribute"]  (or [] when there is none)'
+_MAX_LISTED_WORDS = 4  # a list item longer than this is a sentence, not an attribute ("1. I cannot help with that")
+_NAME_KEYS = ("subject", "attribute", "key", "name", "属性")
 
 
 @register_worker("get_reflection_subject")
@@ -125,23 +127,36 @@ class GetReflectionSubjectWorker(Worker):
 
 
 def parse_subjects(reply: str) -> list[str] | None:
-    """The subjects in `["hobby", "pet"]` (or `{"subjects": [...]}`, in fences or chatter); `[]`
-    for an explicit "none"/"无"; None when the reply holds no such list."""
-    found = extract_json(reply)
-    if isinstance(found, dict):
-        found = next((value for value in found.values() if isinstance(value, list)), None)
-    if isinstance(found, list):
-        subjects = [clean_value(_subject_text(item)) for item in found]
-        return [subject for subject in subjects if subject]
+    """The subjects in `["hobby", "pet"]` (or `{"subjects": [...]}`, a table's rows, in fences
+    or chatter, single quotes and trailing commas too), else the items of a bullet or numbered
+    list (`- hobby`, `1. pet`, `* **job**: nurse` → "job"); `[]` for `[]` or an explicit
+    "none"/"无"; None when the reply holds no such list."""
+    for found in iter_json(reply):
+        if isinstance(found, dict):
+            found = next((value for value in found.values() if isinstance(value, list)), None)
+        if isinstance(found, list):
+            subjects = [clean_value(_subject_text(item)) for item in found]
+            if any(subjects) or not found:
+                return [subject for subject in subjects if subject]
+    listed = [_listed_subject(line.text) for line in reply_lines(reply) if line.listed]
+    if any(listed):
+        return [subject for subject in listed if subject]
     if is_unknown(reply):
         return []
     return None
 
 
+def _listed_subject(text: str) -> str:
+    """The attribute a list item names (`hobby`, `hobby: guitar` → "hobby"), or "" for a sentence."""
+    pair = labelled(text)
+    name = clean_value(pair[0] if pair is not None else text)
+    if not name or len(name.split()) > _MAX_LISTED_WORDS or name[0].isdigit() or name.endswith(("?", "？", "!", "！")):
+        return ""
+    return name
+
+
 def _subject_text(item: Any) -> str:
     if isinstance(item, dict):
-        for name in ("subject", "attribute", "key", "name"):
-            if isinstance(item.get(name), str):
-                return str(item[name])
-        return ""
+        found = item_field(item, _NAME_KEYS)
+        return found if isinstance(found, str) else ""
     return item if isinstance(item, str) else ""

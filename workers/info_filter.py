@@ -13,7 +13,7 @@ from pydantic import Field, field_validator
 from memoryscope.context import MemoryContext
 from memoryscope.env import Env
 from memoryscope.history import ChangeSource
-from memoryscope.llm_output import extract_json
+from memoryscope.llm_output import as_number, extract_json, item_field, reply_lines
 from memoryscope.memory import MemoryNode, utc_now
 from memoryscope.message_retries import (
     DEFAULT_BACKOFF_S,
@@ -48,12 +48,15 @@ _ALL_LEFT_PENDING = {
     "en": "left {n} message(s) pending: the model's answer about them was unreadable",
     "zh": "{n} 条消息仍待整理：模型对它们的回答无法解析",
 }
-# `3: 2`, `[3] 2`, `Result: <3> <2>`, `- 3. score 2`, `句子3：2分`: a sentence number, then a score 0-3.
-_SCORE_LINE = re.compile(
-    r"^\s*(?:[-*•]\s*)?(?:(?:result|sentence|message|结果|句子|消息)\s*[:：]?\s*)?[<\[(（【#]?\s*(\d+)\s*[>\])）】]?"
-    r"\s*[.:：、,，=\-]?\s*[<\[(（【]?\s*(?:(?:score|分数)\s*[:：=]?\s*)?([0-3])(?!\d)",
+# What may follow a sentence's number before its score 0-3: `3`, `<3>`, `score 3`, `gets a score of 3`,
+# `3 points`, `得分3`, `3分`. Only these filler words: "1 is about music" and "1 [2024-...]" give none.
+_SCORE = re.compile(
+    r"^[<\[(（【]?\s*(?:(?:(?:is|was|gets?|got|has|receives?|received|earns?|given|scores?|scored|rated|rating|a|an|the|of"
+    r"|with)\b|得分|分数|评分|打分|为|是|得)\s*[:：=]?\s*)*[<\[(（【]?\s*([0-3])(?!\d)(?![.,]\d)",
     re.IGNORECASE,
 )
+_NUMBER_KEYS = ("message", "sentence", "index", "id", "n", "number", "#", "no", "序号", "句子", "编号")
+_SCORE_KEYS = ("score", "rating", "points", "分数", "得分", "评分")
 _EXPECTED_FORMAT = {
     "en": "one line per sentence, `<number>: <score>`, e.g.\n1: 3\n2: 0",
     "zh": "每个句子一行，`<序号>: <分数>`，例如\n1: 3\n2: 0",
@@ -252,36 +255,29 @@ class InfoFilterWorker(Worker):
 
 
 def parse_scores(reply: str) -> dict[int, int]:
-    """Sentence number → score 0-3 from `N: score` lines (tolerating `<N> <score>`, `[N] score`,
-    chatter around them), or from JSON (`{"1": 3}`, `[{"message": 1, "score": 3}]`). First wins."""
+    """Sentence number → score 0-3, first wins, from `N: score` lines (also `**N**: score`,
+    `[N] score`, `| N | score |` table rows, "Sentence N gets a score of S", "N. S points",
+    chatter around them), else from JSON or a table (`{"1": 3}`, `[{"message": 1, "score": 3}]`,
+    `| Sentence | Score |`, single quotes and trailing commas too)."""
     scores: dict[int, int] = {}
-    for line in reply.splitlines():
-        match = _SCORE_LINE.match(line)
-        if match:
-            scores.setdefault(int(match.group(1)), int(match.group(2)))
+    for line in reply_lines(reply):
+        match = _SCORE.match(line.text) if line.number is not None else None
+        if line.number is not None and match:
+            scores.setdefault(line.number, int(match.group(1)))
     if scores:
         return scores
     for item in json_items(reply) or []:
-        number = _integer(next((item[key] for key in ("message", "sentence", "index", "id", "n") if key in item), None))
-        score = _integer(item.get("score"))
-        if number is not None and score in (0, 1, 2, 3):
-            scores.setdefault(number, score)
+        _add_score(scores, item_field(item, _NUMBER_KEYS), item_field(item, _SCORE_KEYS))
     if scores:
         return scores
     found = extract_json(reply)
     if isinstance(found, dict):
         for key, value in found.items():
-            number, score = _integer(key), _integer(value)
-            if number is not None and score in (0, 1, 2, 3):
-                scores.setdefault(number, score)
+            _add_score(scores, key, value)
     return scores
 
 
-def _integer(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().isdigit():
-        return int(value.strip())
-    return None
+def _add_score(scores: dict[int, int], number: Any, score: Any) -> None:
+    index, value = as_number(number), as_number(score)
+    if index is not None and value in (0, 1, 2, 3):
+        scores.setdefault(index, value)

@@ -12,13 +12,14 @@ from pydantic import Field
 
 from memoryscope.context import MemoryContext
 from memoryscope.env import Env
-from memoryscope.llm_output import ask, extract_json
+from memoryscope.llm_output import as_number, ask, item_field, relation, relation_and_number, reply_lines
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType, utc_now
 from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.models.token_count import count_tokens
 from memoryscope.prompts import load_prompts
 from memoryscope.stores.base import MemoryFilter, MemoryStore, SearchMode
 from memoryscope.worker import LLMWorkerParams, Worker, register_worker
+from memoryscope.workers._consolidation import json_items
 
 from ._insight import is_unknown, person, require_model
 
@@ -26,16 +27,14 @@ __all__ = ["LongContraRepeatWorker", "parse_judgments", "CONTRADICTION", "REPEAT
 
 CONTRADICTION = "contradiction"
 REPEAT = "repeat"
-_JUDGMENT_WORDS = {
-    CONTRADICTION: ("contradiction", "contradicted", "contradicts", "contradictory", "conflict", "矛盾", "冲突"),
-    REPEAT: ("repeat", "repeated", "repetition", "duplicate", "contained", "included", "重复", "被包含", "包含"),
-}
 _KNOWLEDGE = (MemoryType.OBSERVATION, MemoryType.OBS_CUSTOMIZED, MemoryType.INSIGHT)
 _FORMAT = '[{"old": 3, "new": 1, "judgment": "contradiction"}]  (or [] when no older memory is contradicted or repeated)'
-_LINE = re.compile(
-    r"^\s*(?:[A-Za-z\u4e00-\u9fff]+\s*[:：]\s*)?(?:old\s*)?<?\s*(\d+)\s*>?[\s,;:|>-]+(?:new\s*)?<?\s*N?(\d+)\s*>?[\s,;:|>-]+<?\s*([A-Za-z\u4e00-\u9fff]+)",
-    re.IGNORECASE | re.MULTILINE,
-)
+_JUDGED = {"contradict": CONTRADICTION, "repeat": REPEAT}
+_OLD_KEYS = ("old", "old_memory", "older", "memory", "旧", "旧记忆", "较早的记忆")
+_NEW_KEYS = ("new", "new_fact", "fact", "新", "新事实")
+_JUDGMENT_KEYS = ("judgment", "judgement", "status", "relation", "decision", "verdict", "label", "result", "判断", "结论")
+# After an older memory's number: the new fact's (`N1`, `<N1>`, `new N1`), then the judgment.
+_NEW_NUMBER = re.compile(r"(?:new(?:\s+fact)?\s*)?[<\[(]?\s*N?(\d{1,6})(?!\d)\s*[>\])]?[\s,;:：|=>-]*", re.IGNORECASE)
 
 
 @register_worker("long_contra_repeat")
@@ -199,23 +198,26 @@ class LongContraRepeatWorker(Worker):
 def parse_judgments(reply: str, old_count: int, new_count: int) -> list[tuple[int, int, str]] | None:
     """[(older memory number, new fact number, "contradiction" | "repeat")] from the reply.
 
-    Reads a JSON array of `{"old": 3, "new": 1, "judgment": "contradiction"}` objects (also
-    wrapped in an object, fenced or with chatter; numbers may be strings or `N1`), or lines
-    such as `<3> <N1> <contradiction>`. Entries that keep the memory, or name numbers out of
-    range, are left out. `[]` (or "none"/"无") means nothing to expire; None: unreadable.
+    Reads JSON items or table rows like `{"old": 3, "new": 1, "judgment": "contradiction"}`
+    (also wrapped in an object, fenced, single-quoted or with chatter; numbers may be strings
+    or `N1`), or lines such as `<3> <N1> <contradiction>` or `3: contradicted by N1`. Every
+    label the prompts teach counts, in any case and inflection ("contradict", "Contradicts",
+    "矛盾", "duplicate", "contained", "被包含"). Entries that keep the memory, or name numbers
+    out of range, are left out. `[]` (or "none"/"无") means nothing to expire; None:
+    unreadable, also when no entry has a label any prompt teaches.
     """
-    found = extract_json(reply)
-    if isinstance(found, dict):
-        listed = next((value for value in found.values() if isinstance(value, list)), None)
-        found = listed if listed is not None else [found]
-    if isinstance(found, list):
-        entries = [
-            (item.get("old"), item.get("new"), item.get("judgment", item.get("status", item.get("relation"))))
-            for item in found
-            if isinstance(item, dict)
-        ]
+    items = json_items(reply)
+    if items is not None:
+        entries = [(item_field(i, _OLD_KEYS), item_field(i, _NEW_KEYS), item_field(i, _JUDGMENT_KEYS)) for i in items]
         return _valid(entries, old_count, new_count)
-    lines = [(old, new, word) for old, new, word in _LINE.findall(reply)]
+    lines: list[tuple[Any, Any, Any]] = []
+    for line in reply_lines(reply):
+        paired = _NEW_NUMBER.match(line.text) if line.number is not None else None
+        found = relation_and_number(line.text) if line.number is not None else None
+        if paired and relation(line.text[paired.end() :]):
+            lines.append((line.number, paired.group(1), line.text[paired.end() :]))
+        elif found is not None:
+            lines.append((line.number, found[1], found[0]))
     if lines:
         return _valid(lines, old_count, new_count)
     if is_unknown(reply):
@@ -223,32 +225,19 @@ def parse_judgments(reply: str, old_count: int, new_count: int) -> list[tuple[in
     return None
 
 
-def _valid(entries: Sequence[tuple[Any, Any, Any]], old_count: int, new_count: int) -> list[tuple[int, int, str]]:
+def _valid(entries: Sequence[tuple[Any, Any, Any]], old_count: int, new_count: int) -> list[tuple[int, int, str]] | None:
+    """The in-range entries that expire a memory; None when no entry has a label at all."""
     valid: list[tuple[int, int, str]] = []
+    with_label = 0
     for old, new, word in entries:
-        old_number, new_number, judgment = _number(old), _number(new), _judgment(word)
+        kind = relation(word)
+        with_label += kind is not None
+        old_number, new_number, judgment = as_number(old), as_number(new), _JUDGED.get(kind or "")
         if judgment is None or old_number is None or new_number is None:
             continue
         if 1 <= old_number <= old_count and 1 <= new_number <= new_count:
             valid.append((old_number, new_number, judgment))
-    return valid
-
-
-def _number(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value
-    match = re.fullmatch(r"\s*[<\[(]?\s*N?\s*(\d+)\s*[>\])]?\s*", str(value), re.IGNORECASE)
-    return int(match.group(1)) if match else None
-
-
-def _judgment(word: Any) -> str | None:
-    text = str(word or "").strip(" <>\"'").casefold()
-    for judgment, words in _JUDGMENT_WORDS.items():
-        if any(text.startswith(candidate) for candidate in words):
-            return judgment
-    return None
+    return valid if with_label or not entries else None
 
 
 def _unique(nodes: Sequence[MemoryNode]) -> list[MemoryNode]:

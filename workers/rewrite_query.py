@@ -16,6 +16,7 @@ from pydantic import Field
 from memoryscope.context import MemoryContext, Message
 from memoryscope.env import Env
 from memoryscope.errors import ModelError
+from memoryscope.llm_output import strip_markup
 from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.prompts import load_prompts
 from memoryscope.worker import LLMWorkerParams, register_worker
@@ -130,13 +131,14 @@ class RewriteQueryWorker(SetQueryWorker):
 
 
 def parse_rewrite(reply: str) -> str | None:
-    """The rewritten question in a model's answer, without labels (`Rewrite:`) or quotes; None
-    when the model says no rewrite is needed ("None", "无"); "" when the answer holds nothing."""
+    """The rewritten question in a model's answer, without labels (`Rewrite:`), quotes or
+    markdown emphasis (`**Rewrite:**`); None when the model says no rewrite is needed ("None",
+    "无"); "" when the answer holds nothing."""
     for raw_line in _THINKING.sub("", reply).splitlines():
         line = raw_line.strip()
         if line.startswith("```"):
             continue
-        candidate = _LABEL.sub("", line, count=1).strip().strip(_QUOTES).strip()
+        candidate = _LABEL.sub("", strip_markup(line), count=1).strip().strip(_QUOTES).strip()
         if not candidate:
             continue  # a label alone on its line: the answer follows
         if _NO_REWRITE.match(candidate):

@@ -234,6 +234,7 @@ def test_garbage_twice_expires_nothing_and_says_so(
     ("reply", "expected"),
     [
         ('[{"old": 1, "new": 2, "judgment": "contradiction"}]', [(1, 2, "contradiction")]),
+        ('[{"old": 1, "new": 2, "judgment": "contradict"}]', [(1, 2, "contradiction")]),  # the verb the prompts teach
         ('```json\n{"judgments": [{"old": "2", "new": "N1", "judgment": "Repeated"}]}\n```', [(2, 1, "repeat")]),
         (
             '[{"old": 1, "new": 1, "judgment": "矛盾"}, {"old": 2, "new": 1, "judgment": "被包含"}]',
