@@ -12,7 +12,6 @@ MemoryScope 0.1.x's forms work too: `MemoryScope(arguments=Arguments(...))`,
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,9 +25,10 @@ from memoryscope.compat.arguments import (
     validated_arguments,
 )
 from memoryscope.config import Config, load_config
-from memoryscope.config.schema import ModelSpec
+from memoryscope.config.keys import model_reach
 from memoryscope.env import Env
 from memoryscope.errors import ConfigError
+from memoryscope.memory_api import MemoryApi
 from memoryscope.service import MemoryService, Operation
 from memoryscope.stores.base import MemoryStore
 from memoryscope.stores.factory import build_store
@@ -40,8 +40,11 @@ __all__ = ["MemoryScope"]
 logger = logging.getLogger("memoryscope")
 
 
-class MemoryScope:
-    """Everything one config describes, ready to use. Close it (or use `with`) when done."""
+class MemoryScope(MemoryApi):
+    """Everything one config describes, ready to use. Close it (or use `with`) when done.
+
+    The simple memory API (`add`, `search`, `get`, `get_all`, `update`, `delete`, `delete_all`,
+    `history`) comes from `memoryscope.memory_api.MemoryApi`."""
 
     def __init__(
         self,
@@ -155,11 +158,16 @@ class MemoryScope:
     def _build_models(self) -> dict[str, Any]:
         models: dict[str, Any] = {}
         for name, spec in self.config.models.items():
-            missing = _missing_settings(spec)
-            if missing and not spec.required:
-                self.notices.append(f"model.{name} left out ({missing}); steps that need it are skipped")
+            reach = model_reach(name, spec)
+            if not reach.usable and not spec.required:
+                self.notices.append(f"model.{name} left out ({reach.why}); steps that need it are skipped")
                 continue
-            models[name] = spec.cls(spec.params)
+            params = spec.params
+            if reach.keyless:
+                self.notices.append(reach.why)
+                logger.warning(reach.why)
+                params = params.model_copy(update={"api_key_env": None})
+            models[name] = spec.cls(params)
         return models
 
     def _build_store(self) -> MemoryStore | None:
@@ -246,14 +254,3 @@ def _load_config(
     own_base = config is None and config_path is None
     source = config if config is not None else (config_path or base_config_name(settings))
     return load_config(source, overrides, adjust=lambda raw: apply_arguments(raw, settings, given, own_store_path=own_base))
-
-
-def _missing_settings(spec: ModelSpec) -> str:
-    """Why a remote model cannot work here (no endpoint, no key), or "" when it can."""
-    api_base = getattr(spec.params, "api_base", None)
-    if api_base is not None and not str(api_base).strip():
-        return "no api_base"
-    key_env = getattr(spec.params, "api_key_env", None)
-    if key_env and not getattr(spec.params, "api_key", None) and not os.environ.get(str(key_env)):
-        return f"environment variable {key_env} is not set"
-    return ""

@@ -1,4 +1,5 @@
-"""The `memoryscope` command: check-config, demo, run, chat, doctor, export, import, migrate, reembed.
+"""The `memoryscope` command: check-config, demo, run, chat, doctor; add, search, get, update, delete;
+export, import, migrate, reembed; history, undo, pin, unpin; status.
 
 MemoryScope 0.1.x's form, `memoryscope --config_path=PATH` or `memoryscope --language=en
 --generation_backend=... ...` (flags named after `Arguments` fields), starts the chat as it did.
@@ -17,6 +18,7 @@ from functools import partial
 
 from memoryscope import __version__
 from memoryscope.cli_history import add_history_commands
+from memoryscope.cli_memory import add_memory_commands
 from memoryscope.cli_status import add_status_commands
 from memoryscope.compat.flags import is_flag_form, parse_flags
 from memoryscope.errors import MemoryScopeError
@@ -87,6 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser("doctor", help="check a store in full: the file, every memory, vector and keyword entry")
     doctor.add_argument("--config", default="default", help="config name or path (default: default)")
     doctor.set_defaults(handler=_doctor)
+    add_memory_commands(commands)
     add_transfer_commands(commands)
     add_history_commands(commands)
     add_status_commands(commands)
@@ -95,6 +98,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _check_config(args: argparse.Namespace) -> int:
     from memoryscope.config import load_config
+    from memoryscope.config.keys import key_warnings
 
     failed = 0
     for source in args.config:
@@ -106,7 +110,7 @@ def _check_config(args: argparse.Namespace) -> int:
             continue
         operations = sum(len(service.operations) for service in config.services.values())
         print(f"ok   {source}: {len(config.models)} models, {len(config.workers)} workers, {operations} operations")
-        for warning in config.warnings:
+        for warning in (*config.warnings, *key_warnings(config)):
             print(f"     warning: {warning}")
         for notice in config.notices:
             print(f"     note: {notice}")

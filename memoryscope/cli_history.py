@@ -13,11 +13,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memoryscope.errors import MemoryScopeError
 from memoryscope.history import MemoryChange, undo_run
 from memoryscope.text import terminal_safe
+
+if TYPE_CHECKING:
+    from memoryscope.stores.base import MemoryStore
 
 __all__ = ["add_history_commands"]
 
@@ -29,12 +32,12 @@ def add_history_commands(subparsers: Any) -> None:
     history.add_argument("--run", default=None, help="every change one run made")
     history.add_argument("--limit", type=int, default=1000, help="at most this many changes (default: 1000)")
     history.add_argument("--json", action="store_true", help="one JSON object per change")
-    history.add_argument("--config", default="default", help="config name or YAML path (default: default)")
+    _store_options(history)
     history.set_defaults(handler=_history)
 
     undo = subparsers.add_parser("undo", help="revert what one run (a consolidation, a reflection) changed")
     undo.add_argument("run_id", help="the run (memoryscope history --user U shows runs)")
-    undo.add_argument("--config", default="default", help="config name or YAML path (default: default)")
+    _store_options(undo)
     undo.set_defaults(handler=_undo)
 
     for name, pinned in (("pin", True), ("unpin", False)):
@@ -42,16 +45,25 @@ def add_history_commands(subparsers: Any) -> None:
             name, help="keep a memory from being expired or changed by consolidation and reflection" if pinned else "undo `pin`"
         )
         command.add_argument("memory_id", help="the memory (list_memory shows ids)")
-        command.add_argument("--config", default="default", help="config name or YAML path (default: default)")
+        _store_options(command)
         command.set_defaults(handler=_pin, pinned=pinned)
 
 
-def _history(args: argparse.Namespace) -> int:
+def _store_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--config", default="default", help="config name or YAML path (default: default)")
+    command.add_argument("--store", default=None, help="SQLite file to use instead of the config's")
+
+
+def _open(args: argparse.Namespace) -> MemoryStore:
     from memoryscope.transfer.stores import open_store
 
+    return open_store(args.config, overrides={"memory_store.path": args.store} if args.store else None)
+
+
+def _history(args: argparse.Namespace) -> int:
     if args.memory_id is None and args.user is None and args.run is None:
         raise MemoryScopeError("say whose history: a memory id, --user NAME or --run RUN_ID")
-    with open_store(args.config) as store:
+    with _open(args) as store:
         changes = store.history(memory_id=args.memory_id, user_name=args.user, run_id=args.run, limit=args.limit)
     for change in changes:
         print(terminal_safe(json.dumps(change.to_dict(), ensure_ascii=False) if args.json else _line(change)))
@@ -61,9 +73,7 @@ def _history(args: argparse.Namespace) -> int:
 
 
 def _undo(args: argparse.Namespace) -> int:
-    from memoryscope.transfer.stores import open_store
-
-    with open_store(args.config) as store:
+    with _open(args) as store:
         plan, undo_id = undo_run(store, args.run_id)
     print(f"undo of run {args.run_id} (recorded as run {undo_id}): {len(plan.restore)} restored, {len(plan.delete)} deleted")
     for memory_id, reason in plan.refused.items():
@@ -72,9 +82,7 @@ def _undo(args: argparse.Namespace) -> int:
 
 
 def _pin(args: argparse.Namespace) -> int:
-    from memoryscope.transfer.stores import open_store
-
-    with open_store(args.config) as store:
+    with _open(args) as store:
         found = store.get([args.memory_id])
         if not found:
             raise MemoryScopeError(f"no memory {args.memory_id!r} (list_memory shows ids)")

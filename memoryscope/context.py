@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 
-from memoryscope.memory import MemoryNode
+from memoryscope.memory import MemoryNode, MemoryType
 from memoryscope.stores.base import TimeRange
+from memoryscope.stores.metadata import MetadataCondition
 
-__all__ = ["MemoryContext", "Message", "TextVector", "CONTEXT_FIELDS", "CALLER_FIELDS"]
+__all__ = ["MemoryContext", "Message", "TextVector", "SearchFilter", "CONTEXT_FIELDS", "CALLER_FIELDS"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +31,7 @@ class Message:
     time: datetime
     name: str = ""  # the speaker's name, when the chat has several people
     message_id: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict, hash=False)  # kept in the stored memory's meta
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,16 @@ class TextVector:
     text: str
     vector: np.ndarray = field(compare=False)
     is_query: bool
+
+
+@dataclass(frozen=True)
+class SearchFilter:
+    """What a caller narrows a retrieval to (the simple API's `search`): only these kinds of
+    memory, only this time range, only memories whose metadata passes these conditions."""
+
+    memory_types: tuple[MemoryType, ...] | None = None
+    time_range: TimeRange | None = None
+    metadata: tuple[MetadataCondition, ...] = ()
 
 
 @dataclass
@@ -60,6 +72,8 @@ class MemoryContext:
     chat_history: tuple[Message, ...] = ()  # the chat's recent turns before the query, oldest first
     embedded: tuple[TextVector, ...] = ()  # texts already embedded (a chat turn's query and message)
     retry_failed: bool = False  # consolidate_memory: take messages parked or backing off after failures too
+    search_filter: SearchFilter | None = None  # retrieval: only memories of these kinds, times and metadata
+    top_k: int = 0  # retrieval: how many memories to answer with (0: as configured)
     # -- written by workers --
     time_range: TimeRange | None = None  # when the query is about (extract_time)
     retrieved: tuple[MemoryNode, ...] = ()  # candidates from the store
@@ -110,5 +124,7 @@ CALLER_FIELDS: frozenset[str] = frozenset(
         "chat_history",
         "embedded",
         "retry_failed",
+        "search_filter",
+        "top_k",
     )
 )

@@ -5,13 +5,15 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, tzinfo
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from memoryscope.app import MemoryScope
+from memoryscope.config import load_config
 from memoryscope.context import Message
+from memoryscope.listing import memory_listing
 
 __all__ = ["run_demo", "load_demo_conversation"]
 
@@ -22,21 +24,31 @@ def load_demo_conversation() -> dict[str, Any]:
 
 
 def run_demo(config: str = "default", store_path: str | None = None, top: int = 3, echo: Callable[[str], None] = print) -> int:
-    """Ingest the demo conversation, ask its questions, print the memories used. Returns 0."""
+    """Ingest the demo conversation, ask its questions, print the memories used. Returns 0.
+
+    The conversation is read in its own time zone (what "yesterday" and "last weekend" mean to
+    its speaker), and times are shown in the config's `global.timezone`, as every other command
+    (`memoryscope run`, `chat`, `search`) shows them: a store the demo keeps shows the same."""
     conversation = load_demo_conversation()
+    shown = load_config(config).settings.tzinfo
     with tempfile.TemporaryDirectory(prefix="memoryscope-demo-") as scratch:
         path = store_path or str(Path(scratch) / "demo.db")
         overrides = {"memory_store.path": path, "global.timezone": conversation["timezone"]}
         with MemoryScope(config, overrides=overrides) as scope:
             for notice in scope.notices:
                 echo(f"note: {notice}")
-            _ingest(scope, conversation, echo)
-            _answer(scope, conversation, top, echo)
+            if str(shown) != conversation["timezone"]:
+                echo(
+                    f"note: times are shown in {shown} (global.timezone; MEMORYSCOPE_TIMEZONE={conversation['timezone']} "
+                    f"shows them in {conversation['user_name']}'s zone)"
+                )
+            _ingest(scope, conversation, shown, echo)
+            _answer(scope, conversation, top, shown, echo)
             echo(f"\nModel usage: {json.dumps(scope.usage())}")
     return 0
 
 
-def _ingest(scope: MemoryScope, conversation: dict[str, Any], echo: Callable[[str], None]) -> None:
+def _ingest(scope: MemoryScope, conversation: dict[str, Any], shown: tzinfo, echo: Callable[[str], None]) -> None:
     service = scope.default_service
     user = conversation["user_name"]
     sessions = conversation["sessions"]
@@ -63,14 +75,18 @@ def _ingest(scope: MemoryScope, conversation: dict[str, Any], echo: Callable[[st
             outcome = service.run_operation(operation, user)
             echo(f"  {operation}: {outcome.context.result or outcome.stopped or 'done'}")
     listing = service.run_operation("list_memory", user) if "list_memory" in service.operations else None
-    if listing is not None and listing.context.result:
-        echo("\nWhat MemoryScope now knows:\n" + listing.context.result)
+    if listing is not None:
+        known = memory_listing(listing.context.memories, scope.config.settings.language, shown)
+        echo("\nWhat MemoryScope now knows:\n" + known)
 
 
-def _answer(scope: MemoryScope, conversation: dict[str, Any], top: int, echo: Callable[[str], None]) -> None:
+def _answer(scope: MemoryScope, conversation: dict[str, Any], top: int, shown: tzinfo, echo: Callable[[str], None]) -> None:
     service = scope.default_service
     settings = scope.config.settings
     user = conversation["user_name"]
+    # The conversation's user's memories answer, and the tour's questions are not remembered: else
+    # each question would be stored as a message and come back as a memory of the next one.
+    chat = scope.default_memory_chat if scope.has_generation_model and scope.chats else None
     for question in conversation["questions"]:
         when = datetime.fromisoformat(question["time"])
         result = service.run_operation("retrieve_memory", user, query=question["query"], query_time=when)
@@ -81,9 +97,11 @@ def _answer(scope: MemoryScope, conversation: dict[str, Any], top: int, echo: Ca
             span = result.context.time_range
             echo(f"   time asked about: {span.start:%Y-%m-%d} .. {span.end:%Y-%m-%d}")
         for memory in memories:
-            echo(f"   {memory.format(settings.language, settings.tzinfo)}   (score {memory.score:.3f})")
+            echo(f"   {memory.format(settings.language, shown)}   (score {memory.score:.3f})")
         if not memories:
             echo("   (no memories found)")
-        if scope.has_generation_model and scope.chats:
-            reply = scope.default_memory_chat.chat_with_memory(query=question["query"], query_time=when)
+        if chat is not None:
+            reply = chat.chat_with_memory(
+                question["query"], role_name=user, remember_response=False, stream=False, query_time=when
+            )
             echo(f"A: {reply.message.content}")

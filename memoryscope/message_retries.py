@@ -159,7 +159,8 @@ class Backlog:
 
 
 def backlog(store: MemoryStore, memory_filter: MemoryFilter, now: datetime | None = None) -> Backlog:
-    """Count the pending messages of `memory_filter` by state (one count when there are none)."""
+    """Count the pending messages of `memory_filter` by state (one count when there are none).
+    Only the user's messages count: the assistant's replies a chat stores wait with them."""
     if store.count(memory_filter) == 0:
         return Backlog()
     now = now or utc_now()
@@ -168,6 +169,8 @@ def backlog(store: MemoryStore, memory_filter: MemoryFilter, now: datetime | Non
     last_failed: MemoryNode | None = None
     retried = 0
     for node in _every_pending(store, memory_filter):
+        if node.meta.get("role") == "assistant":
+            continue  # a reply is never mined: consolidated with the user's messages, not waited for
         state = message_state(node, now)
         counts[state] += 1
         if state == "ready":

@@ -127,7 +127,7 @@ def test_reply_uses_memories_and_the_current_time(online: MemoryScope, server: F
     system = chat_requests(server)[-1].body["messages"][0]["content"]
     assert "The current time is 2024-10-26 21:26:20 Sat." in system
     assert CAT in system
-    assert stored_messages(online, chat.user_name) == ["what is my cat called?"]
+    assert stored_messages(online, chat.user_name) == [REPLY, "what is my cat called?"]  # both sides
 
 
 def test_streaming_yields_deltas_that_add_up_to_the_reply(online: MemoryScope) -> None:
@@ -138,7 +138,7 @@ def test_streaming_yields_deltas_that_add_up_to_the_reply(online: MemoryScope) -
     assert "".join(deltas) == REPLY
     assert pieces[-1].message.content == REPLY
     assert chat.turns[-1].reply == REPLY
-    assert stored_messages(online, chat.user_name) == ["what is my cat called?"]
+    assert stored_messages(online, chat.user_name) == [REPLY, "what is my cat called?"]
 
 
 def test_async_chat_whole_and_streamed(online: MemoryScope, server: FakeOpenAIServer) -> None:
@@ -156,7 +156,7 @@ def test_async_chat_whole_and_streamed(online: MemoryScope, server: FakeOpenAISe
     assert "".join(deltas) == REPLY and len(deltas) > 1
     assert len(chat.turns) == 2
     assert len(chat_requests(server)) == 2
-    assert stored_messages(online, chat.user_name) == ["what is my cat called, again?", "what is my cat called?"]
+    assert stored_messages(online, chat.user_name) == [REPLY, REPLY, "what is my cat called, again?", "what is my cat called?"]
 
 
 def test_given_history_replaces_the_chats_own_turns_in_the_prompt(online: MemoryScope, server: FakeOpenAIServer) -> None:
@@ -184,10 +184,14 @@ def test_a_failed_reply_keeps_the_message_and_retry_asks_it_again(online: Memory
     response = chat.retry(stream=False)
     assert response.message.content == REPLY
     assert len(chat.turns) == 1
+    assert stored_messages(online, chat.user_name) == [REPLY, "what is my cat called?"]
+    assert len(chat.turns[0].stored_ids) == 2  # the message stored when the reply failed, and the reply
     again = chat.retry(stream=False)  # retry a good turn: it is replaced, not added
     assert again.message.content == REPLY
     assert len(chat.turns) == 1
-    assert stored_messages(online, chat.user_name) == ["what is my cat called?"]  # same time: stored once
+    assert stored_messages(online, chat.user_name) == [REPLY, "what is my cat called?"]  # same time: stored once
+    chat.pop_turns(1)  # forgets both, the message stored before the retry included
+    assert stored_messages(online, chat.user_name) == []
 
 
 def test_pop_turns_undoes_turns_and_forgets_their_messages(online: MemoryScope) -> None:
@@ -198,7 +202,7 @@ def test_pop_turns_undoes_turns_and_forgets_their_messages(online: MemoryScope) 
     removed = chat.pop_turns(2)
     assert [turn.query for turn in removed] == ["second message", "third message"]
     assert [turn.query for turn in chat.turns] == ["first message"]
-    assert stored_messages(online, chat.user_name) == ["first message"]
+    assert stored_messages(online, chat.user_name) == ["This is a fake reply.", "first message"]
     assert chat.pop_turns(5) and chat.turns == []
     assert chat.retry() is None
 

@@ -39,8 +39,14 @@ def test_demo_consolidates_reflects_and_answers(monkeypatch: pytest.MonkeyPatch)
         consolidation.install(server)
         monkeypatch.setenv("MEMORYSCOPE_LLM_API_BASE", server.base_url)
         monkeypatch.setenv("MEMORYSCOPE_LLM_API_KEY", "sk-demo")
+        monkeypatch.setenv("MEMORYSCOPE_TIMEZONE", "Asia/Shanghai")  # shown in Lin's zone: dates as she said them
         lines: list[str] = []
         assert run_demo(echo=lines.append) == 0
+        reply_prompts = {
+            body["messages"][-1]["content"]: body["messages"]
+            for body in (r.body for r in server.requests if r.path.endswith("/chat/completions"))
+            if body["messages"][0]["role"] == "system"
+        }
 
     text = "\n".join(lines)
     assert "no LLM configured" not in text
@@ -53,3 +59,17 @@ def test_demo_consolidates_reflects_and_answers(monkeypatch: pytest.MonkeyPatch)
     assert "A: You play the guitar, a Yamaha FG800." in answer
     assert consolidation.calls["info_filter"] >= 1
     assert reflection.calls["update_insight"] >= 1
+
+    # each reply answers from Lin's memories (those printed above it), and no question becomes a memory
+    questions = [question["query"] for question in conversation["questions"]]
+    assert set(questions) <= set(reply_prompts)
+    for question in questions:
+        system = reply_prompts[question][0]["content"]
+        assert "of the user, Lin." in system
+        assert "(nothing yet)" not in system
+        memory_lines = [line for line in system.splitlines() if line.startswith("[")]
+        assert memory_lines
+        assert not [line for line in memory_lines if any(asked in line for asked in questions)]
+        assert [message["role"] for message in reply_prompts[question]] == ["system", "user"]  # no earlier questions
+    guitar = reply_prompts["What instrument do I play?"][0]["content"]
+    assert "Yamaha FG800" in guitar

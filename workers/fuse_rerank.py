@@ -29,8 +29,15 @@ DEFAULT_RATIOS: dict[MemoryType, float] = {
 
 @register_worker("fuse_rerank")
 class FuseRerankWorker(Worker):
-    """Score = rank score × the memory type's ratio × `fuse_time_ratio` when the memory is in time
-    × `fuse_speaker_ratio` when it was said by the one person the query names.
+    """Score = rank score × the memory type's ratio × `fuse_assistant_ratio` when it is a reply the
+    assistant gave × `fuse_time_ratio` when the memory is in time × `fuse_speaker_ratio` when it
+    was said by the one person the query names.
+
+    A chat stores both sides of each turn; a conversation memory with `meta["role"] ==
+    "assistant"` is the assistant's reply. Its weight is applied here, where the final order and
+    the top-k are decided, so it holds whatever rank model scored the candidates: the user's own
+    words rank above the assistant's echo of them, while "what did you recommend?" still finds
+    the reply. With `fuse_assistant_ratio: 0` replies are never returned.
 
     A memory is "in time" when its `event_time` or its `message_time` falls in the `time_range`
     that `extract_time` found in the query (no range: no boost). A query that names exactly one
@@ -39,11 +46,11 @@ class FuseRerankWorker(Worker):
     losing his job?"); a query naming two or more speakers, or none, gets no speaker boost. Memories whose rank score (in
     [0, 1], see `semantic_rank`) is below `fuse_score_threshold` are dropped before weighting,
     as in MemoryScope 0.1. Memories with the same text are shown once, with their best score.
-    `memories` keeps the best `fuse_rerank_top_k` (default `global.output_memory_max_count`),
-    best first, each carrying its final score.
+    `memories` keeps the best `fuse_rerank_top_k` (default `global.output_memory_max_count`; a
+    caller's `top_k` instead, when given), best first, each carrying its final score.
     """
 
-    reads: ClassVar[tuple[str, ...]] = ("query", "ranked")
+    reads: ClassVar[tuple[str, ...]] = ("query", "ranked", "top_k")
     # Read when present, never required: a workflow without extract_time simply gets no boost.
     optional_reads: ClassVar[tuple[str, ...]] = ("time_range",)
     writes: ClassVar[tuple[str, ...]] = ("memories",)
@@ -59,6 +66,14 @@ class FuseRerankWorker(Worker):
         )
         fuse_speaker_ratio: float = Field(
             1.0, gt=0, description="Weight of a message said by the one speaker the query names (1: no boost)."
+        )
+        fuse_assistant_ratio: float = Field(
+            0.5,
+            ge=0,
+            le=1,
+            description="Weight of a reply the assistant gave (a conversation memory with meta role 'assistant'), "
+            "on top of the conversation ratio: below the user's own words, still found when asked about. "
+            "0: replies are never returned.",
         )
         fuse_score_threshold: float = Field(
             0.0, description="Drop memories whose rank score (0..1, before weighting) is below this."
@@ -84,6 +99,7 @@ class FuseRerankWorker(Worker):
     def run(self, ctx: MemoryContext) -> None:
         window = self._window(ctx.time_range)
         ratios = self.params.fuse_ratio_dict
+        assistant_ratio = self.params.fuse_assistant_ratio
         speaker = named_speaker(ctx.query, ctx.ranked) if self.params.fuse_speaker_ratio != 1.0 else None
         best: dict[str, tuple[float, MemoryNode]] = {}  # text -> its best score and memory
         for node in ctx.ranked:
@@ -91,6 +107,10 @@ class FuseRerankWorker(Worker):
             if rank_score < self.params.fuse_score_threshold:
                 continue
             score = rank_score * ratios[node.memory_type]
+            if node.memory_type is MemoryType.CONVERSATION and node.meta.get("role") == "assistant":
+                if assistant_ratio == 0:
+                    continue
+                score *= assistant_ratio
             if window is not None and _in_window(node, window):
                 score *= self.params.fuse_time_ratio
             if speaker is not None and node.meta.get("speaker") == speaker:
@@ -101,7 +121,7 @@ class FuseRerankWorker(Worker):
                 best[text] = (score, node)
         ordered = sorted(best.values(), key=lambda pair: pair[0], reverse=True)
         # scored copies only of the memories kept: a copy costs microseconds and ~100 come in
-        ctx.memories = tuple(node.with_score(score) for score, node in ordered[: self._top_k])
+        ctx.memories = tuple(node.with_score(score) for score, node in ordered[: ctx.top_k or self._top_k])
 
     def _window(self, time_range: TimeRange | None) -> tuple[datetime | None, datetime | None] | None:
         if time_range is None or (time_range.start is None and time_range.end is None):

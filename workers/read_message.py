@@ -195,7 +195,7 @@ class ReadMessageWorker(Worker):
             reflected=False,
             created_at=created_at,
             updated_at=created_at,
-            meta={"role": message.role, "speaker": speaker, **neighbours},
+            meta={**message.metadata, "role": message.role, "speaker": speaker, **neighbours},
         )
 
     def _mentioned_time(self, text: str, said: datetime) -> datetime | None:

@@ -10,7 +10,7 @@ import numpy as np
 from pydantic import Field, model_validator
 from typing_extensions import Self  # typing.Self needs Python 3.11; we support 3.10
 
-from memoryscope.context import MemoryContext
+from memoryscope.context import MemoryContext, SearchFilter
 from memoryscope.env import Env
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
 from memoryscope.models.base import EmbeddingModel
@@ -55,7 +55,9 @@ class RetrieveMemoryWorker(Worker):
     """Search the user's memories for `query`, keeping at most a top-k per kind of memory.
 
     Kinds: observations (with the user's own `obs_customized`), insights, conversation messages
-    and, when asked, expired memories. The valid kinds are fetched by ONE store search for the
+    (the user's and, as a chat stores both sides, the assistant's replies: `meta["role"]`;
+    `fuse_rerank`'s `fuse_assistant_ratio` weighs the replies in the final order) and, when
+    asked, expired memories. The valid kinds are fetched by ONE store search for the
     sum of their top-ks, then each kind is cut at its own top-k. One search instead of one per
     kind keeps retrieval (on the user's path) as fast as a single store search, and its scores
     compare across kinds; the price is that a kind that ranks low may get fewer than its top-k
@@ -71,9 +73,13 @@ class RetrieveMemoryWorker(Worker):
 
     `time_range` is read only with `time_filter: narrow`, and only when an earlier step (not a
     parallel branch) wrote it: the default `boost` leaves time to `fuse_rerank`.
+
+    A caller's `search_filter` (the simple API's `search`) narrows every search: only its memory
+    types, only its time range (a hard limit, never widened), only memories whose metadata
+    passes its conditions.
     """
 
-    reads: ClassVar[tuple[str, ...]] = ("query", "query_vector", "embedded")
+    reads: ClassVar[tuple[str, ...]] = ("query", "query_vector", "embedded", "search_filter")
     # Read when present, never required: the default workflow runs extract_time beside this step.
     optional_reads: ClassVar[tuple[str, ...]] = ("time_range",)
     writes: ClassVar[tuple[str, ...]] = ("retrieved", "memories")
@@ -139,16 +145,26 @@ class RetrieveMemoryWorker(Worker):
         self._searches = tuple(search for search in searches if search.top_k > 0)
 
     def run(self, ctx: MemoryContext) -> None:
-        scope = MemoryFilter(user_name=ctx.user_name, target_name=ctx.target_name, workspace=ctx.workspace)
+        narrowing = ctx.search_filter or SearchFilter()
+        scope = MemoryFilter(
+            user_name=ctx.user_name,
+            target_name=ctx.target_name,
+            workspace=ctx.workspace,
+            time_range=narrowing.time_range,
+            metadata=narrowing.metadata,
+        )
         if not ctx.query:
-            found = [node for group in self._groups for node in self._list(scope, group)]
+            groups = [narrowed for group in self._groups if (narrowed := _narrowed(group, narrowing.memory_types))]
+            found = [node for group in groups for node in self._list(scope, group)]
             nodes = sorted(_unique(found), key=lambda node: node.created_at, reverse=True)
         else:
             vector = self._query_vector(ctx)
-            narrow = ctx.time_range if self.params.time_filter == "narrow" else None
+            narrow = ctx.time_range if self.params.time_filter == "narrow" and scope.time_range is None else None
             found = []
             for search in self._searches:
-                found += _capped(self._search(scope, search, ctx.query, vector, narrow), search.groups)
+                kept = tuple(narrowed for group in search.groups if (narrowed := _narrowed(group, narrowing.memory_types)))
+                if kept:
+                    found += _capped(self._search(scope, _Search(kept), ctx.query, vector, narrow), kept)
             nodes = sorted(found, key=_score, reverse=True)
         ctx.retrieved = tuple(nodes)
         ctx.memories = ctx.retrieved
@@ -201,8 +217,17 @@ def _filter(
         workspace=scope.workspace,
         memory_types=memory_types,
         status=status,
-        time_range=time_range,
+        time_range=time_range or scope.time_range,
+        metadata=scope.metadata,
     )
+
+
+def _narrowed(group: _Group, memory_types: tuple[MemoryType, ...] | None) -> _Group | None:
+    """`group` with only the memory types a caller asked for (all when None); None when none is left."""
+    if memory_types is None:
+        return group
+    kept = tuple(memory_type for memory_type in group.memory_types if memory_type in memory_types)
+    return _Group(kept, group.status, group.top_k) if kept else None
 
 
 def _capped(hits: Sequence[MemoryNode], groups: Sequence[_Group]) -> list[MemoryNode]:

@@ -1,4 +1,4 @@
-"""`api_memory_chat`: chat with memory from Python — retrieve, answer, remember.
+"""`api_memory_chat`: chat with memory from Python — retrieve, answer, remember both sides.
 
     chat = scope.default_memory_chat
     response = chat.chat_with_memory("what instrument do I play?")
@@ -10,12 +10,18 @@
     chat.run_service_operation("consolidate_memory")       # a readable line
 
 Each turn: the `retrieve_operation` finds memories for the query; the generation model answers
-with them and the current time in its system prompt; the user's message is stored with the
-`store_operation` (which tells the service's scheduler, so consolidation runs when enough
-messages wait). The query and the message to store are embedded together, once, by the store's
-model (one request for a remote one), and both operations use those vectors. Without a
-generation model the reply lists the memories found instead (the first reply of a chat says
-why), and nothing fails.
+with them, the current time and the persona (`system_prompt`) in its system prompt; then the
+user's message and the assistant's reply are both stored, in one run of the `store_operation`
+(which tells the service's scheduler, so consolidation runs when enough messages wait; it mines
+only the user's messages), so a later "what did you recommend?" finds the reply. The query and
+the user's message are embedded together, once, by the store's model (one request for a remote
+one) before retrieval; the reply is embedded when it is stored (`memoryscope.chat.remember`).
+
+A reply that fails (an error, Ctrl-C) stores only the user's message, and `retry()` asks it
+again; a streamed reply its reader closes early is kept as far as it was read;
+`remember_response=False` stores nothing. Without a generation model the reply lists the
+memories found instead (the first reply of a chat says why); only the user's message is stored
+then, and nothing fails.
 """
 
 from __future__ import annotations
@@ -31,11 +37,13 @@ from typing import TYPE_CHECKING, Any
 from pydantic import Field
 
 from memoryscope.chat.base import CHATS, ChatParams, ChatResponse
-from memoryscope.chat.prompt import NO_MEMORIES, SystemPrompt
+from memoryscope.chat.found_memories import found_meta, memories_instead
+from memoryscope.chat.prompt import SystemPrompt
+from memoryscope.chat.remember import Ask, TurnStorage
 from memoryscope.chat.streaming import astream_reply, one, stream_reply, with_delta
 from memoryscope.chat.turns import ChatTurn, HistoryStrategy, history_turns, said, turn_messages
-from memoryscope.context import Message, TextVector
-from memoryscope.memory import MemoryNode, embedding_text_of, format_time
+from memoryscope.context import Message
+from memoryscope.memory import format_time
 from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.workflow import RunResult
 
@@ -45,29 +53,15 @@ if TYPE_CHECKING:
 
 __all__ = ["ApiMemoryChat", "ChatTurn"]
 
-NO_LLM_NOTICE = {
-    "en": "No LLM is configured, so instead of a reply here is what I remember that fits your message:",
-    "zh": "未配置大模型，以下是与你的消息相关的记忆（代替回复）：",
-}
-NO_LLM_HEADER = {"en": "What I remember that fits your message:", "zh": "与你的消息相关的记忆："}
-
-
-@dataclass(frozen=True)
-class _Ask:
-    """One call's query and how to treat it."""
-
-    query: str
-    user_name: str
-    time: datetime
-    remember: bool  # keep the turn and store the message (0.1.x `remember_response`)
-    embedded: tuple[TextVector, ...] = ()  # the query and the message to store, already embedded
+PromptParts = tuple[str | None, str | None, str | None]  # system_prompt, memory_prompt, temporary_memories
+History = Sequence[ChatMessage | Mapping[str, str]]
 
 
 @dataclass(frozen=True)
 class _Prepared:
     """A turn ready for the model: the query, what was found for it, the model and the messages."""
 
-    ask: _Ask
+    ask: Ask
     meta: dict[str, Any]
     model: GenerationModel | None
     messages: list[ChatMessage]
@@ -88,8 +82,10 @@ class ApiMemoryChat:
         self.user_name = params.user_name or self.service.params.human_name
         self.stream = params.stream
         self.turns: list[ChatTurn] = []
-        self._unanswered: _Ask | None = None  # a query whose reply failed, for `retry`
+        self._unanswered: Ask | None = None  # a query whose reply failed, for `retry`
         self._told_no_llm = False
+        embedder = scope.env.query_embedding_model(None, f"memory_chat.{name}")
+        self._storage = TurnStorage(self.service, params.store_operation, embedder, scope.store)
 
     @property
     def scope(self) -> MemoryScope:
@@ -130,7 +126,7 @@ class ApiMemoryChat:
         history_message_strategy: HistoryStrategy = "auto",
         remember_response: bool = True,
         *,
-        history: Sequence[ChatMessage | Mapping[str, str]] | None = None,
+        history: History | None = None,
         stream: bool | None = None,
         query_time: datetime | None = None,
     ) -> Any:
@@ -138,36 +134,18 @@ class ApiMemoryChat:
 
         The first seven parameters are MemoryScope 0.1.x's, in its order: `role_name` is whose
         memories (default: the chat's user); `system_prompt` replaces the introduction of the
-        system prompt, `memory_prompt` the words before the memories; `temporary_memories` are
-        added to this turn's memories only; `history_message_strategy` is 'auto' (the user's
-        turns not consolidated yet, at most the service's `contextual_msg_max_count`), None (no
-        earlier turns) or n (the last n turns); `remember_response=False` keeps neither the turn
-        nor its message. `history` (chat messages, or dicts with `role` and `content`) replaces
-        the chat's own turns for this call; `query_time` is when the query was asked (default now).
+        system prompt (the chat's `system_prompt` param, else who the assistant is and the time;
+        `{assistant}`, `{user}` and `{now}` in it are filled in), `memory_prompt` the words
+        before the memories; `temporary_memories` are added to this turn's memories only;
+        `history_message_strategy` is 'auto' (the user's turns not consolidated yet, at most the
+        service's `contextual_msg_max_count`), None (no earlier turns) or n (the last n turns);
+        `remember_response=False` keeps neither the turn nor its messages. `history` (chat
+        messages, or dicts with `role` and `content`) replaces the chat's own turns for this
+        call; `query_time` is when the query was asked (default now).
         """
-        turn = self._prepare(
-            query, role_name, query_time, remember_response, (system_prompt, memory_prompt, temporary_memories),
-            history, history_message_strategy,
-        )  # fmt: skip
-        stream = self.stream if stream is None else stream
-        ask, meta, model = turn.ask, turn.meta, turn.model
-        if model is None:
-            response = self._memories_instead(meta)
-            self._remember(ask, response.message.content)
-            return iter([with_delta(response, response.message.content)]) if stream else response
-        if stream:
-            return stream_reply(
-                model, turn.messages, self._options, meta, partial(self._remember, ask), partial(self._remember_unanswered, ask)
-            )
-        started = time.perf_counter()
-        try:
-            reply = model.chat(turn.messages, **self.params.generation_model_kwargs)
-        except Exception:
-            self._remember_unanswered(ask)
-            raise
-        meta["timings"]["generation"] = time.perf_counter() - started
-        self._remember(ask, reply)
-        return ChatResponse(ChatMessage("assistant", reply), meta)
+        ask = self._ask(query, role_name, query_time, remember_response)
+        prompt_parts = (system_prompt, memory_prompt, temporary_memories)
+        return self._answer(self._prepare(ask, prompt_parts, history, history_message_strategy), stream)
 
     async def achat_with_memory(
         self,
@@ -179,42 +157,45 @@ class ApiMemoryChat:
         history_message_strategy: HistoryStrategy = "auto",
         remember_response: bool = True,
         *,
-        history: Sequence[ChatMessage | Mapping[str, str]] | None = None,
+        history: History | None = None,
         stream: bool | None = None,
         query_time: datetime | None = None,
     ) -> Any:
         """As `chat_with_memory`, for asyncio: a `ChatResponse`, or with `stream=True` an async iterator.
 
         Retrieval and storing run in a worker thread (`asyncio.to_thread`); the reply comes from
-        the model's async API, so the event loop is never blocked.
+        the model's async API, so the event loop is never blocked. A reply cancelled while it is
+        awaited (as Ctrl-C under `asyncio.run` does) counts as failed: the message is stored and
+        `retry()` asks it again.
         """
-        turn = await asyncio.to_thread(
-            self._prepare,
-            query, role_name, query_time, remember_response, (system_prompt, memory_prompt, temporary_memories),
-            history, history_message_strategy,
-        )  # fmt: skip
+        ask = self._ask(query, role_name, query_time, remember_response)
+        prompt_parts = (system_prompt, memory_prompt, temporary_memories)
+        turn = await asyncio.to_thread(self._prepare, ask, prompt_parts, history, history_message_strategy)
         stream = self.stream if stream is None else stream
         ask, meta, model = turn.ask, turn.meta, turn.model
         if model is None:
             response = self._memories_instead(meta)
-            await asyncio.to_thread(self._remember, ask, response.message.content)
+            await asyncio.to_thread(self._remember, ask, response.message.content, replied=False)
             return one(with_delta(response, response.message.content)) if stream else response
         if stream:
-            return astream_reply(
-                model, turn.messages, self._options, meta, partial(self._remember, ask), partial(self._remember_unanswered, ask)
-            )
+            answered, failed = partial(self._remember, ask), partial(self._remember_unanswered, ask)
+            return astream_reply(model, turn.messages, self._options, meta, answered, failed)
         started = time.perf_counter()
         try:
-            reply = await model.achat(turn.messages, **self.params.generation_model_kwargs)
+            reply = await model.achat(turn.messages, **self._options)
         except Exception:
             await asyncio.to_thread(self._remember_unanswered, ask)
+            raise
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            self._remember_unanswered(ask)  # on this thread: an interrupted task should await nothing more
             raise
         meta["timings"]["generation"] = time.perf_counter() - started
         await asyncio.to_thread(self._remember, ask, reply)
         return ChatResponse(ChatMessage("assistant", reply), meta)
 
     def retry(self, stream: bool | None = None) -> Any:
-        """Ask the last query again (the one whose reply failed, else the last turn's, which is dropped).
+        """Ask the last query again: the one whose reply failed, else the last turn's, which is
+        dropped with its stored reply.
 
         The query keeps its time, so its stored message is not stored twice.
         """
@@ -222,25 +203,27 @@ class ApiMemoryChat:
             ask = self._unanswered
         elif self.turns:
             turn = self.turns.pop()
-            ask = _Ask(turn.query, turn.user_name or self.user_name, turn.time, True)
+            user_name = turn.user_name or self.user_name
+            self._storage.forget(user_name, turn.reply_ids)  # the new reply replaces it
+            ask = Ask(turn.query, user_name, turn.time, True, stored_ids=turn.message_ids)
         else:
             return None
         self._unanswered = None
-        return self.chat_with_memory(ask.query, ask.user_name, stream=stream, query_time=ask.time)
+        return self._answer(self._prepare(ask, (None, None, None), None, "auto"), stream)
 
     def pop_turns(self, count: int = 1, forget: bool = True) -> list[ChatTurn]:
         """Undo the last `count` turns: drop them from the chat and, with `forget`, delete the
-        messages they stored (memories already drawn from them by consolidation stay)."""
+        messages they stored, the user's and the replies (memories already drawn from them by
+        consolidation stay)."""
         if count < 0:
             raise ValueError(f"count must be zero or more, got {count}")
         removed = self.turns[len(self.turns) - min(count, len(self.turns)) :]
         del self.turns[len(self.turns) - len(removed) :]
         self._unanswered = None
-        if forget and "delete_memory" in self.service.operations:
+        if forget:
             for user_name in dict.fromkeys(turn.user_name or self.user_name for turn in removed):
                 ids = tuple(i for turn in removed if (turn.user_name or self.user_name) == user_name for i in turn.stored_ids)
-                if ids:
-                    self.service.run_operation("delete_memory", user_name, memory_ids=ids)
+                self._storage.forget(user_name, ids)
         return removed
 
     def run_service_operation(self, name: str, role_name: str | None = None, **inputs: Any) -> str:
@@ -260,89 +243,68 @@ class ApiMemoryChat:
     def _language(self) -> str:
         return self._scope.config.settings.language
 
-    def _ask(self, query: str, role_name: str | None, query_time: datetime | None, remember: bool) -> _Ask:
+    @property
+    def _options(self) -> dict[str, Any]:
+        return self.params.generation_model_kwargs
+
+    def _ask(self, query: str, role_name: str | None, query_time: datetime | None, remember: bool) -> Ask:
         zone = self._scope.config.settings.tzinfo
         if query_time is None:
             moment = datetime.now(zone)
         else:
             moment = query_time.replace(tzinfo=zone) if query_time.tzinfo is None else query_time
-        return _Ask(query, role_name or self.user_name, moment, remember)
+        return Ask(query, role_name or self.user_name, moment, remember)
 
-    def _prepare(
-        self,
-        query: str,
-        role_name: str | None,
-        query_time: datetime | None,
-        remember: bool,
-        prompt_parts: tuple[str | None, str | None, str | None],
-        history: Sequence[ChatMessage | Mapping[str, str]] | None,
-        strategy: HistoryStrategy,
-    ) -> _Prepared:
+    def _answer(self, turn: _Prepared, stream: bool | None) -> Any:
+        """The reply to a prepared turn (see `chat_with_memory`); the turn is remembered after it."""
+        stream = self.stream if stream is None else stream
+        ask, meta, model = turn.ask, turn.meta, turn.model
+        if model is None:
+            response = self._memories_instead(meta)
+            self._remember(ask, response.message.content, replied=False)
+            return iter([with_delta(response, response.message.content)]) if stream else response
+        if stream:
+            answered, failed = partial(self._remember, ask), partial(self._remember_unanswered, ask)
+            return stream_reply(model, turn.messages, self._options, meta, answered, failed)
+        started = time.perf_counter()
+        try:
+            reply = model.chat(turn.messages, **self._options)
+        except (Exception, KeyboardInterrupt):  # Ctrl-C while waiting: the message was still said
+            self._remember_unanswered(ask)
+            raise
+        meta["timings"]["generation"] = time.perf_counter() - started
+        self._remember(ask, reply)
+        return ChatResponse(ChatMessage("assistant", reply), meta)
+
+    def _prepare(self, ask: Ask, prompt_parts: PromptParts, history: History | None, strategy: HistoryStrategy) -> _Prepared:
         """Everything before the reply: the memories found, and the messages to send."""
-        ask, found = self._retrieve(self._ask(query, role_name, query_time, remember))
-        meta = self._meta(found)
+        ask, found = self._retrieve(ask)
+        meta = found_meta(found, self._scope.config.settings, self.params.retrieve_operation)
         model = self._model()
         if model is None:
             return _Prepared(ask, meta, None, [])
         system = self._system(ask, meta, *prompt_parts)
         return _Prepared(ask, meta, model, self._messages(ask, system, history, strategy))
 
-    @property
-    def _options(self) -> dict[str, Any]:
-        return self.params.generation_model_kwargs
-
     def _model(self) -> GenerationModel | None:
         return self._scope.env.generation_model(self.params.generation_model, f"memory_chat.{self.name}.generation_model")
 
-    def _retrieve(self, ask: _Ask) -> tuple[_Ask, RunResult]:
+    def _retrieve(self, ask: Ask) -> tuple[Ask, RunResult]:
         """The memories for the query, and `ask` with the vectors of its query and message."""
         recent = self._turns_of(ask.user_name)[-self._history_cap() :]
         said = tuple(message for turn in recent for message in self._said(turn))
-        ask = replace(ask, embedded=self._embed_turn(ask))
+        ask = replace(ask, embedded=self._storage.embed_query_and_message(ask))
         inputs = {"query": ask.query, "query_time": ask.time, "chat_history": said, "embedded": ask.embedded}
         return ask, self.service.run_operation(self.params.retrieve_operation, ask.user_name, **inputs)
 
-    def _embed_turn(self, ask: _Ask) -> tuple[TextVector, ...]:
-        """The query (as set_query trims it) and the message `_store` will keep (as read_message
-        embeds it: "speaker: text"), embedded in one call by the store's model. Each operation uses
-        a vector only for its exact text, so results are those of embedding them separately."""
-        model = self._scope.env.query_embedding_model(None, f"memory_chat.{self.name}")
-        query = ask.query.strip()
-        if model is None or not query:
-            return ()
-        passages = [embedding_text_of(query, {"speaker": ask.user_name})] if self._stores(ask) else []
-        query_vectors, passage_vectors = model.embed_queries_and_passages([query], passages)
-        given = zip(passages, passage_vectors, strict=True)
-        return (TextVector(query, query_vectors[0], True), *(TextVector(text, vector, False) for text, vector in given))
-
-    def _meta(self, found: RunResult) -> dict[str, Any]:
-        memories = list(found.context.memories)
-        lines = self._format(memories)
-        timings = dict(found.timings)
-        timings[self.params.retrieve_operation] = found.total_seconds
-        # `memories` is the text MemoryScope 0.1.x returned; the lines and ids for code that wants them
-        return {
-            "memories": "\n".join(lines),
-            "memory_lines": lines,
-            "memory_ids": [m.memory_id for m in memories],
-            "timings": timings,
-        }
-
-    def _format(self, memories: Sequence[MemoryNode]) -> list[str]:
-        settings = self._scope.config.settings
-        return [memory.format(settings.language, settings.tzinfo) for memory in memories]
-
     def _memories_instead(self, meta: dict[str, Any]) -> ChatResponse:
-        """The reply without an LLM: the memories found, under one notice per chat."""
-        header = (NO_LLM_HEADER if self._told_no_llm else NO_LLM_NOTICE)[self._language]
+        response = memories_instead(meta, self._language, first=not self._told_no_llm)
         self._told_no_llm = True
-        reply = header + "\n" + (meta["memories"] or NO_MEMORIES[self._language])
-        meta["notice"] = NO_LLM_NOTICE[self._language]
-        return ChatResponse(ChatMessage("assistant", reply), meta)
+        return response
 
     def _system(
         self,
-        ask: _Ask,
+        ask: Ask,
         meta: dict[str, Any],
         system_prompt: str | None,
         memory_prompt: str | None,
@@ -354,19 +316,13 @@ class ApiMemoryChat:
             user=ask.user_name,
             now=format_time(ask.time, self._language, self._scope.config.settings.tzinfo),
             memories=tuple(meta["memory_lines"]),
-            system_prompt=system_prompt,
+            system_prompt=self.params.system_prompt if system_prompt is None else system_prompt,
             memory_prompt=memory_prompt,
             temporary_memories=temporary_memories,
         )
         return ChatMessage("system", prompt.text())
 
-    def _messages(
-        self,
-        ask: _Ask,
-        system: ChatMessage,
-        history: Sequence[ChatMessage | Mapping[str, str]] | None,
-        strategy: HistoryStrategy,
-    ) -> list[ChatMessage]:
+    def _messages(self, ask: Ask, system: ChatMessage, history: History | None, strategy: HistoryStrategy) -> list[ChatMessage]:
         if history is not None:
             recent = [_chat_message(item) for item in history][-2 * self._history_cap() :]
         else:
@@ -387,32 +343,22 @@ class ApiMemoryChat:
     def _said(self, turn: ChatTurn) -> tuple[Message, ...]:
         return said(turn, self.user_name, self.assistant_name)
 
-    def _stores(self, ask: _Ask) -> bool:
-        return ask.remember and self.params.store_operation in self.service.operations and bool(ask.query.strip())
-
-    def _store(self, ask: _Ask) -> tuple[str, ...]:
-        """Keep the user's message as a conversation memory (this also notifies the scheduler)."""
-        if not self._stores(ask):
-            return ()
-        message = Message(role="user", content=ask.query, time=ask.time, name=ask.user_name)
-        result = self.service.run_operation(
-            self.params.store_operation, ask.user_name, messages=(message,), embedded=ask.embedded
-        )
-        return tuple(result.context.details.get("stored_message_ids", ()))
-
-    def _remember(self, ask: _Ask, reply: str) -> None:
+    def _remember(self, ask: Ask, reply: str, replied: bool = True) -> None:
+        """Keep the turn and store its messages: the user's and, when the model `replied` (not
+        the memories listed without an LLM), the reply."""
         self._unanswered = None
         if not ask.remember:
             return
-        stored = self._store(ask)
-        self.turns.append(ChatTurn(ask.query, reply, ask.time, stored, ask.user_name))
+        stored = self._storage.store(ask, reply if replied else None)
+        self.turns.append(ChatTurn(ask.query, reply, ask.time, stored.all_ids, ask.user_name, stored.reply_ids))
         del self.turns[: max(len(self.turns) - self.service.params.history_msg_count, 0)]
 
-    def _remember_unanswered(self, ask: _Ask) -> None:
+    def _remember_unanswered(self, ask: Ask) -> None:
         """The reply failed: the message was still said, so it is stored; `retry` asks it again."""
         self._unanswered = ask
         if ask.remember:
-            self._store(ask)
+            stored = self._storage.store(ask, None)
+            self._unanswered = replace(ask, stored_ids=stored.message_ids)
 
 
 def _chat_message(item: ChatMessage | Mapping[str, str]) -> ChatMessage:

@@ -27,6 +27,12 @@ class ChatParams(BaseModel):
     generation_model_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="Options sent with every reply request (temperature, top_p, ...); 0.1.x key."
     )
+    system_prompt: str | None = Field(
+        None,
+        description="Replaces the introduction of the system prompt (persona) for every turn of this chat; "
+        "`{assistant}`, `{user}` and `{now}` in it are filled in, other braces are left as written. A call's "
+        "`system_prompt=` replaces it for that call. Default: who the assistant and the user are, and the time.",
+    )
 
 
 @dataclass

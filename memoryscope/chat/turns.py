@@ -23,13 +23,20 @@ HISTORY_STRATEGIES = "'auto' (the turns not consolidated yet), None (no turns) o
 
 @dataclass(frozen=True)
 class ChatTurn:
-    """One exchange: the user's query, the reply, when it was asked, the memories it stored."""
+    """One exchange: the user's query, the reply, when it was asked, the memories it stored
+    (`stored_ids`: the user's message and the reply; `reply_ids`: those of the reply)."""
 
     query: str
     reply: str
     time: datetime
     stored_ids: tuple[str, ...] = ()
     user_name: str = ""
+    reply_ids: tuple[str, ...] = ()
+
+    @property
+    def message_ids(self) -> tuple[str, ...]:
+        """The stored ids of the user's message."""
+        return tuple(memory_id for memory_id in self.stored_ids if memory_id not in self.reply_ids)
 
 
 def history_turns(turns: Sequence[ChatTurn], strategy: HistoryStrategy, cap: int, store: MemoryStore | None) -> list[ChatTurn]:

@@ -212,6 +212,9 @@ def read_api_key(
     return key
 
 
+_REFUSED = re.compile(r"\b(?:401|403)\b|unauthori[sz]ed|forbidden", re.IGNORECASE)
+
+
 class RemoteCaller:
     """Runs attempts against one remote model under a retry policy; turns failures into ModelError."""
 
@@ -227,7 +230,10 @@ class RemoteCaller:
         return f"{type(self).__name__}(backend={self.backend!r}, model={self.model!r}, endpoint={self.endpoint!r})"
 
     def error(self, reason: str) -> ModelError:
-        """A ModelError for this model, its reason scrubbed of every known key (see `memoryscope.scrubbing`)."""
+        """A ModelError for this model, its reason scrubbed of every known key (see `memoryscope.scrubbing`).
+        A refusal (401, 403) of a call made without a key says so: the server wants one."""
+        if not self._api_key and _REFUSED.search(reason):
+            reason += "; no API key was sent: export the variable the model's api_key_env names"
         return ModelError(self.backend, self.model, self.endpoint, self._scrub(reason))
 
     def _scrub(self, text: str) -> str:

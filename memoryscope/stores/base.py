@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
 from memoryscope.registry import Registry
+from memoryscope.stores.metadata import MetadataCondition
 
 ParamsT = TypeVar("ParamsT", bound=BaseModel)
 
@@ -64,6 +65,7 @@ class MemoryFilter:
     reflected: bool | None = None
     updated: bool | None = None
     memory_ids: tuple[str, ...] | None = None
+    metadata: tuple[MetadataCondition, ...] = ()  # on `MemoryNode.meta`, all must hold (`stores.metadata`)
 
 
 class MemoryStore(ABC):

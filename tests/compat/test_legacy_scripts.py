@@ -161,7 +161,8 @@ def test_remember_response_false_keeps_nothing(server: FakeOpenAIServer, tmp_pat
         assert chat.turns == []
         assert ms.store is not None and ms.store.count(MemoryFilter("用户")) == 0
         chat.chat_with_memory(query="记住这句话")
-        assert ms.store.count(MemoryFilter("用户", memory_types=(MemoryType.CONVERSATION,))) == 1
+        said = ms.store.scan(MemoryFilter("用户", memory_types=(MemoryType.CONVERSATION,)))
+        assert sorted(node.meta["role"] for node in said) == ["assistant", "user"]  # 0.1.x kept both sides
 
 
 def test_operations_are_methods_of_the_service(server: FakeOpenAIServer, tmp_path: Path) -> None:

@@ -1,0 +1,56 @@
+"""Memories shown to a person: time-stamped lines grouped by kind, each with its id (what
+`print_memory`, `/list_memory` and `memoryscope demo` show)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import tzinfo
+
+from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
+
+__all__ = ["memory_listing"]
+
+_EXPIRED = "expired"
+# Groups in the order they are shown: what was concluded first, raw conversation and expired last.
+_GROUPS = (
+    MemoryType.INSIGHT.value,
+    MemoryType.OBS_CUSTOMIZED.value,
+    MemoryType.OBSERVATION.value,
+    MemoryType.CONVERSATION.value,
+    _EXPIRED,
+)
+_HEADERS = {
+    "en": {
+        MemoryType.INSIGHT.value: "insight memory",
+        MemoryType.OBS_CUSTOMIZED.value: "added memory",
+        MemoryType.OBSERVATION.value: "observation memory",
+        MemoryType.CONVERSATION.value: "conversation memory",
+        _EXPIRED: "expired memory",
+    },
+    "zh": {
+        MemoryType.INSIGHT.value: "洞察记忆",
+        MemoryType.OBS_CUSTOMIZED.value: "自定义记忆",
+        MemoryType.OBSERVATION.value: "观察记忆",
+        MemoryType.CONVERSATION.value: "对话记忆",
+        _EXPIRED: "过期记忆",
+    },
+}
+_NO_MEMORIES = {"en": "No memories.", "zh": "暂无记忆。"}
+
+
+def memory_listing(memories: Sequence[MemoryNode], language: str, zone: tzinfo | None) -> str:
+    """`memories` as `print_memory` shows them: one section per kind, times in `zone`."""
+    if not memories:
+        return _NO_MEMORIES[language]
+    sections: dict[str, list[MemoryNode]] = {group: [] for group in _GROUPS}
+    for node in memories:
+        group = _EXPIRED if node.status is MemoryStatus.EXPIRED else node.memory_type.value
+        sections[group].append(node)
+    headers = _HEADERS[language]
+    lines: list[str] = []
+    for group, nodes in sections.items():
+        if not nodes:
+            continue
+        lines.append(f"----- {headers[group]} ({len(nodes)}) -----")
+        lines.extend(f"{node.format(language, zone)} (id: {node.memory_id})" for node in nodes)
+    return "\n".join(lines)
