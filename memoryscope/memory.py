@@ -20,6 +20,8 @@ __all__ = [
     "searchable_text",
     "embedding_text",
     "embedding_text_of",
+    "caller_metadata",
+    "is_own_meta_key",
 ]
 
 
@@ -58,6 +60,24 @@ def searchable_parts(node: MemoryNode) -> tuple[str, str]:
 
 # The meta entries of a chat message that keyword search sees around its own words.
 AROUND_META = ("speaker", "context", "reply")
+# The meta entries MemoryScope writes itself: a chat message's role, speaker and neighbours
+# (`read_message`), which worker drew an observation and how its time was read
+# (`get_observation*`), the observations an insight came from (`update_insight`), and
+# consolidation's retry bookkeeping (`consolidation_*`, `memoryscope.message_retries`). A worker
+# that keeps something new in `meta` names it here. The rest of `meta` is the caller's metadata
+# (`MemoryScope.add(..., metadata=...)`).
+OWN_META = frozenset({"role", *AROUND_META, "worker", "time_source", "time_text", "observation_ids"})
+_BOOKKEEPING_PREFIX = "consolidation_"
+
+
+def caller_metadata(meta: dict[str, Any]) -> dict[str, Any]:
+    """The entries of `meta` a caller gave (not the ones MemoryScope keeps itself)."""
+    return {key: value for key, value in meta.items() if key not in OWN_META and not key.startswith(_BOOKKEEPING_PREFIX)}
+
+
+def is_own_meta_key(key: str) -> bool:
+    """Whether MemoryScope writes meta entry `key` itself (a caller may not set it)."""
+    return key in OWN_META or key.startswith(_BOOKKEEPING_PREFIX)
 
 
 def searchable_fields(node: MemoryNode) -> tuple[Any, ...]:

@@ -15,7 +15,8 @@ and consolidation draws observations from them in the background, as a chat's me
 involved. `search` runs the configured retrieval (`retrieve_memory`: the same search, ranking and
 time handling a chat gets), narrowed by `filters` (see `memoryscope.stores.metadata`), `types`
 and `time_range`. Metadata lives in the memory's `meta`; the keys MemoryScope itself keeps there
-(`role`, `speaker`, `context`, `reply`) cannot be set.
+(`role`, `speaker`, `context`, `reply`, `consolidation_*`) cannot be set. Observations drawn
+from messages carry the messages' metadata, so a filter finds what was learnt from them too.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from memoryscope.context import Message, SearchFilter
 from memoryscope.errors import MemoryScopeError, StoreError
 from memoryscope.history import ChangeSource, MemoryChange
-from memoryscope.memory import AROUND_META, MemoryNode, MemoryStatus, MemoryType
+from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType, caller_metadata, is_own_meta_key
 from memoryscope.stores.base import MemoryFilter, MemoryStore, TimeRange
 from memoryscope.stores.metadata import metadata_conditions
 
@@ -37,10 +38,7 @@ if TYPE_CHECKING:
     from memoryscope.config import Config
     from memoryscope.service import MemoryService
 
-__all__ = ["MemoryApi", "MemoryRecord", "MemoryNotFoundError", "RESERVED_METADATA"]
-
-# meta keys MemoryScope writes itself: who said a message, and the messages around it
-RESERVED_METADATA = ("role", *AROUND_META)
+__all__ = ["MemoryApi", "MemoryRecord", "MemoryNotFoundError"]
 _PAGE = 500
 MessagesIn = str | Message | Mapping[str, Any] | Sequence[str | Message | Mapping[str, Any]]
 
@@ -305,7 +303,7 @@ def _record(node: MemoryNode, settings: Any) -> MemoryRecord:
         event_time=node.event_time,
         message_time=node.message_time,
         role=role if isinstance(role, str) else None,
-        metadata={key: value for key, value in node.meta.items() if key not in RESERVED_METADATA and key != "speaker"},
+        metadata=caller_metadata(node.meta),
         node=node,
     )
 
@@ -384,7 +382,7 @@ def _checked_metadata(metadata: Mapping[str, Any] | None, allow_none: bool = Fal
     for key, value in metadata.items():
         if not isinstance(key, str) or not key:
             raise MemoryScopeError(f"metadata keys must be non-empty texts, got {key!r}")
-        if key in RESERVED_METADATA or key == "speaker":
+        if is_own_meta_key(key):
             raise MemoryScopeError(f"metadata key {key!r} is MemoryScope's own; use another name")
         if value is None and not allow_none:
             raise MemoryScopeError(f"metadata {key!r} is None; leave the key out instead")

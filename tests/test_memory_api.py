@@ -181,8 +181,11 @@ def test_add_with_an_llm_lets_consolidation_extract_facts(tmp_path: Path, monkey
         with MemoryScope("default", overrides={"memory_store.path": str(tmp_path / "llm.db")}) as ms:
             assert ms.has_generation_model
             assert any("called without a key" in notice for notice in ms.notices)
-            ms.add("I play the guitar every evening", "lin")
+            ms.add("I play the guitar every evening", "lin", metadata={"channel": "app"})
             ms.default_service.run_operation("consolidate_memory", "lin")
             observations = ms.get_all("lin", types=["observation"])
+            from_the_app = ms.get_all("lin", filters={"channel": "app"}, types=["observation"])
         assert [r.memory for r in observations] == ["lin plays the guitar"]
+        assert observations[0].metadata == {"channel": "app"}  # what was learnt carries its message's metadata
+        assert [r.id for r in from_the_app] == [observations[0].id]
         assert any(request.path.endswith("/chat/completions") for request in server.requests)

@@ -11,7 +11,7 @@ from pydantic import Field
 from memoryscope.context import MemoryContext
 from memoryscope.env import Env
 from memoryscope.history import ChangeSource, is_pinned
-from memoryscope.memory import MemoryNode, utc_now
+from memoryscope.memory import MemoryNode, caller_metadata, utc_now
 from memoryscope.message_retries import DEFAULT_BACKOFF_S, DEFAULT_MAX_FAILURES, cleared, note_failure
 from memoryscope.stores.base import MemoryStore
 from memoryscope.worker import Worker, WorkerParams, register_worker
@@ -123,7 +123,7 @@ class StoreMemoryWorker(Worker):
         expired = [node for node in ctx.expired_memories if node.memory_id not in pinned]
         put(ctx.unreflected_observations)
         put(messages)
-        put(ctx.new_observations)
+        put(_with_source_metadata(ctx.new_observations, ctx.pending_messages))
         put(insights)
         put(expired)
         written = [
@@ -193,3 +193,20 @@ def _requirements(ctx: MemoryContext, written: list[MemoryNode]) -> dict[str, tu
         if needed:
             requirements[node.memory_id] = tuple(needed)
     return requirements
+
+
+def _with_source_metadata(observations: Iterable[MemoryNode], messages: Iterable[MemoryNode]) -> list[MemoryNode]:
+    """Each observation with the caller's metadata of the messages it was drawn from (`MemoryScope.add(...,
+    metadata=...)`), so a metadata filter finds what was learnt from them; its own entries win.
+    A pin is the message's own, not inherited."""
+    by_id = {node.memory_id: node for node in messages}
+    out = []
+    for node in observations:
+        inherited: dict[str, object] = {}
+        for source_id in node.source_message_ids:
+            source = by_id.get(source_id)
+            if source is not None:
+                inherited.update(caller_metadata(source.meta))
+        inherited.pop("pinned", None)
+        out.append(node.replace(meta={**inherited, **node.meta}) if inherited else node)
+    return out
