@@ -18,13 +18,17 @@ in `_source` (a partial `_update` re-indexes a document from its `_source`, and 
 field kept out of it) but reads leave it out (`SOURCE_SHOWN`). `_meta.keyword_text_version`
 records that every document has the field as the current `keyword_text` makes it.
 
-Schema versions: 1 had no `keywords` field; 2 adds it. A version-1 index is upgraded when
-opened (`upgrade_mapping_body`: the field is added, nothing is lost); its older documents get
-the field from `fill_keywords` (`memoryscope reembed`), or whenever they are written again.
+Metadata filters: `meta_index`, a `nested` field of the values of `meta` (see `_es_metadata`).
+
+Schema versions: 1 had no `keywords` field; 2 adds it; 3 adds `meta_index`. An older index is
+upgraded when opened (`_es_keywords.upgrade_mapping_body`: the fields are added, nothing is
+lost); its older documents get them from `fill_keywords` (`memoryscope reembed`), or whenever
+they are written again.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -34,7 +38,9 @@ import numpy as np
 
 from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryNode
+from memoryscope.stores._es_metadata import META_INDEX_FIELD, META_INDEX_MAPPING, meta_index_entries, metadata_clauses
 from memoryscope.stores.base import MemoryFilter, TimeRange
+from memoryscope.stores.metadata import METADATA_INDEX_VERSION
 from memoryscope.text import KEYWORD_TEXT_VERSION, keyword_text
 
 __all__ = [
@@ -48,9 +54,6 @@ __all__ = [
     "MAX_NUM_CANDIDATES",
     "index_body",
     "index_meta",
-    "upgrade_mapping_body",
-    "keyword_fill_page_body",
-    "bulk_keyword_update_lines",
     "filter_clauses",
     "filter_query",
     "knn_search_body",
@@ -71,8 +74,8 @@ __all__ = [
     "drop_empty_vector",
 ]
 
-SCHEMA_VERSION = 2
-UPGRADABLE_SCHEMA_VERSIONS = (1,)  # opened indices of these versions are brought up to SCHEMA_VERSION
+SCHEMA_VERSION = 3
+UPGRADABLE_SCHEMA_VERSIONS = (1, 2)  # opened indices of these versions are brought up to SCHEMA_VERSION
 VECTOR_FIELD = "vector"
 KEYWORDS_FIELD = "keywords"
 # pre-tokenised by MemoryScope: split on spaces only, nothing lower-cased or stemmed again
@@ -94,7 +97,7 @@ KEYWORD_FIELDS = (
 NANOSECOND_DATE_FIELDS = ("created_at", "updated_at")
 DATE_FIELDS = ("event_time", "message_time", "last_accessed_at")
 TIME_RANGE_FIELDS = ("event_time", "message_time", "created_at", "updated_at")
-SOURCE_SHOWN = {"excludes": [VECTOR_FIELD, KEYWORDS_FIELD]}  # what reads return of `_source`
+SOURCE_SHOWN = {"excludes": [VECTOR_FIELD, KEYWORDS_FIELD, META_INDEX_FIELD]}  # what reads return of `_source`
 
 
 def index_body(*, embedding_model: str, dimension: int, analyzer: str) -> dict[str, Any]:
@@ -113,6 +116,7 @@ def index_body(*, embedding_model: str, dimension: int, analyzer: str) -> dict[s
             **{name: {"type": "date_nanos"} for name in NANOSECOND_DATE_FIELDS},
             **{name: {"type": "date"} for name in DATE_FIELDS},
             "meta": {"type": "object", "enabled": False},  # kept in _source, never indexed
+            META_INDEX_FIELD: copy.deepcopy(META_INDEX_MAPPING),  # what metadata filters read
             # float HNSW, not the int8 quantisation 8.14+ picks by default: scores stay exact cosines
             VECTOR_FIELD: {
                 "type": "dense_vector",
@@ -123,45 +127,20 @@ def index_body(*, embedding_model: str, dimension: int, analyzer: str) -> dict[s
             },
         }
     )
-    meta = index_meta(embedding_model=embedding_model, dimension=dimension, keywords_filled=True)
+    meta = index_meta(embedding_model=embedding_model, dimension=dimension, keywords_filled=True, metadata_filled=True)
     # strict: a document with a field the mapping does not know is rejected, not silently mapped
     return {"mappings": {"dynamic": "strict", "_meta": meta, "properties": properties}}
 
 
-def index_meta(*, embedding_model: str, dimension: int, keywords_filled: bool) -> dict[str, Any]:
-    """The index's `_meta`; `keywords_filled`: every document has the current `keywords`."""
+def index_meta(*, embedding_model: str, dimension: int, keywords_filled: bool, metadata_filled: bool) -> dict[str, Any]:
+    """The index's `_meta`; `keywords_filled`: every document has the current `keywords`;
+    `metadata_filled`: every document has its `meta_index` objects."""
     meta: dict[str, Any] = {"embedding_model": embedding_model, "dimension": dimension, "schema_version": SCHEMA_VERSION}
     if keywords_filled:
         meta["keyword_text_version"] = KEYWORD_TEXT_VERSION
+    if metadata_filled:
+        meta["metadata_index_version"] = METADATA_INDEX_VERSION
     return meta
-
-
-def upgrade_mapping_body(*, embedding_model: str, dimension: int) -> dict[str, Any]:
-    """`PUT /<index>/_mapping` for a version-1 index: add `keywords` (adding a field is allowed;
-    nothing else changes) and record schema version 2, the recorded model kept. The documents
-    written before lack the field until `fill_keywords` writes it."""
-    meta = index_meta(embedding_model=embedding_model, dimension=dimension, keywords_filled=False)
-    return {"properties": {KEYWORDS_FIELD: dict(KEYWORDS_MAPPING)}, "_meta": meta}
-
-
-def keyword_fill_page_body(*, size: int, after_id: str | None = None) -> dict[str, Any]:
-    """One page of every memory by `memory_id`, with its stored `keywords` and the sequence
-    number and primary term that guard rewriting it (`bulk_keyword_update_lines`)."""
-    body = iter_body(size=size, after_id=after_id)
-    body["_source"] = {"excludes": [VECTOR_FIELD]}
-    body["seq_no_primary_term"] = True
-    return body
-
-
-def bulk_keyword_update_lines(updates: Sequence[tuple[str, str, int, int]]) -> list[dict[str, Any]]:
-    """`_bulk` lines setting `keywords` of `(memory_id, keywords, seq_no, primary_term)`: each an
-    `update` that fails (409) if the memory changed since it was read, so a concurrent write,
-    which writes its own `keywords`, always wins."""
-    lines: list[dict[str, Any]] = []
-    for memory_id, keywords, seq_no, primary_term in updates:
-        lines.append({"update": {"_id": memory_id, "if_seq_no": seq_no, "if_primary_term": primary_term}})
-        lines.append({"doc": {KEYWORDS_FIELD: keywords}})
-    return lines
 
 
 def _time(value: datetime) -> str:
@@ -198,6 +177,8 @@ def filter_clauses(memory_filter: MemoryFilter) -> list[dict[str, Any]]:
             bounds["lt"] = _time(time_range.end)
         # open at both ends: any node that has this time (as in SQLite, a missing time never matches)
         clauses.append({"range": {time_range.field: bounds}} if bounds else {"exists": {"field": time_range.field}})
+    if memory_filter.metadata:  # only then: a filter without conditions is the same query as before
+        clauses += metadata_clauses(memory_filter.metadata)
     return clauses
 
 
@@ -321,6 +302,9 @@ def node_to_document(node: MemoryNode, vector: Sequence[float] | None = None) ->
     except (TypeError, ValueError) as error:
         raise StoreError(f"memory {node.memory_id!r}: meta must be JSON-serialisable: {error}") from None
     document[KEYWORDS_FIELD] = keyword_text(node)
+    entries = meta_index_entries(node.meta)
+    if entries:  # most memories have none: no empty list in every document
+        document[META_INDEX_FIELD] = entries
     if vector is not None:
         document[VECTOR_FIELD] = [float(value) for value in vector]
     return document
@@ -332,6 +316,7 @@ def document_to_node(source: Mapping[str, Any], score: float | None = None) -> M
     fields = dict(source)
     fields.pop(VECTOR_FIELD, None)
     fields.pop(KEYWORDS_FIELD, None)
+    fields.pop(META_INDEX_FIELD, None)
     fields["score"] = score
     try:
         node = MemoryNode.from_dict(fields)

@@ -18,6 +18,7 @@ import numpy as np
 from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryNode
 from memoryscope.stores import _es_queries as queries
+from memoryscope.stores._es_metadata import require_filled
 from memoryscope.stores.base import MemoryFilter, SearchMode
 from memoryscope.stores.fusion import reciprocal_rank_fusion
 from memoryscope.text import keyword_query
@@ -25,7 +26,7 @@ from memoryscope.text import keyword_query
 if TYPE_CHECKING:
     from memoryscope.stores.elasticsearch_store import ElasticsearchMemoryStore
 
-__all__ = ["decoded", "dense", "keyword", "scan", "search", "stored_vectors"]
+__all__ = ["count", "decoded", "dense", "keyword", "scan", "search", "stored_vectors"]
 
 _log = logging.getLogger(__name__)
 
@@ -75,6 +76,7 @@ def search(
         return []
     store.ensure_index()
     store._require_current_model("search")
+    require_filled(store, memory_filter)
     if chosen is SearchMode.DENSE:
         return [node.with_score(score) for node, score in dense(store, memory_filter, query, vector, top_k)]
     if chosen is SearchMode.KEYWORD:
@@ -129,6 +131,7 @@ def scan(
     if limit == 0 or memory_filter.memory_ids == ():
         return []
     store.ensure_index()
+    require_filled(store, memory_filter)
     if offset + limit <= queries.MAX_RESULT_WINDOW:
         body = queries.scan_body(memory_filter, size=limit, offset=offset, newest_first=newest_first)
         return [node for node, _ in decoded(store._search(body, "scan"))]
@@ -152,6 +155,17 @@ def scan(
             break
         after = hits[-1]["sort"]
     return nodes
+
+
+def count(store: ElasticsearchMemoryStore, memory_filter: MemoryFilter) -> int:
+    queries.validate_filter(memory_filter)
+    if memory_filter.memory_ids == ():
+        return 0
+    store.ensure_index()
+    require_filled(store, memory_filter)
+    with store._calling("count"):
+        response = store._client.count(index=store.index_name, body=queries.count_body(memory_filter))
+    return int(response["count"])
 
 
 def stored_vectors(store: ElasticsearchMemoryStore, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:

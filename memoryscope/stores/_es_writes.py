@@ -18,6 +18,7 @@ from memoryscope.memory import MemoryNode, embedding_text, utc_now
 from memoryscope.stores import _es_connection as connection
 from memoryscope.stores import _es_history as es_history
 from memoryscope.stores import _es_queries as queries
+from memoryscope.stores._es_metadata import META_INDEX_FIELD, require_filled
 from memoryscope.stores.base import MemoryFilter, required_ids, unmet_requirements
 
 if TYPE_CHECKING:
@@ -184,6 +185,8 @@ def update(store: ElasticsearchMemoryStore, memory_id: str, changes: dict[str, A
                 # against what is stored: a memory written before the field existed gets it now
                 if doc["_source"].get(queries.KEYWORDS_FIELD) != document[queries.KEYWORDS_FIELD]:
                     changed[queries.KEYWORDS_FIELD] = document[queries.KEYWORDS_FIELD]
+                if (doc["_source"].get(META_INDEX_FIELD) or []) != document.get(META_INDEX_FIELD, []):
+                    changed[META_INDEX_FIELD] = document.get(META_INDEX_FIELD, [])
                 if queries.VECTOR_FIELD in document and new.content != old.content:
                     changed[queries.VECTOR_FIELD] = document[queries.VECTOR_FIELD]
                 store._client.update(body=queries.update_body(changed), **target)
@@ -235,6 +238,7 @@ def delete_by_filter(store: ElasticsearchMemoryStore, memory_filter: MemoryFilte
     if memory_filter.memory_ids == ():
         return 0
     store.ensure_index()
+    require_filled(store, memory_filter)
     doomed = _all_matching(store, memory_filter)
     with store._calling("delete by filter"):
         response = store._client.delete_by_query(

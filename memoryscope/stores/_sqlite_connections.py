@@ -25,6 +25,7 @@ from memoryscope.errors import StoreError
 from memoryscope.models.base import EmbeddingModel
 from memoryscope.stores._sqlite_cache import VECTOR_ADVICE, vector_damage
 from memoryscope.stores._sqlite_keyword import rebuild_keyword_index
+from memoryscope.stores._sqlite_metadata import update_metadata_index
 from memoryscope.stores._sqlite_schema import (
     KEYWORD_INDEX_VERSION,
     NODE_COLUMNS,
@@ -82,6 +83,7 @@ class SqliteConnections:
             try:
                 recorded = self._check_recorded_model(connection, embedding_model.model_name, dimension, allow_model_change)
                 _update_keyword_index(connection, self.path)
+                update_metadata_index(connection, self.path)
             except BaseException:
                 connection.execute("ROLLBACK")
                 raise
@@ -339,6 +341,9 @@ def migrate_schema(connection: sqlite3.Connection, version: str) -> None:
         )
         connection.execute("DROP TABLE temp.moved_words")
         version = "2"
+    if version == "2":
+        # `memory_meta` and its trigger come with SCHEMA_SCRIPT; `update_metadata_index` fills them
+        version = "3"
     if version != SCHEMA_VERSION:
         raise StoreError(f"schema version {version} is unknown; this MemoryScope reads {SCHEMA_VERSION}")
 

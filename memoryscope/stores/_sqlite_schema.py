@@ -12,12 +12,13 @@ Tables
   the user's, whatever the size of the store (see `_sqlite_keyword`).
 - `memory_changes`: a change log filled by triggers (every insert, update and delete of a node,
   by any connection of any process). In-memory matrices replay it to catch up incrementally.
+- `memory_meta`: the indexed values of each memory's `meta`, for metadata filters (`_sqlite_metadata`).
 - `store_meta`: schema version, embedding model name and dimension, change-log pruning point.
 
 A row holding a value of the wrong kind (from another program) is left out of reads, named (`decoded_nodes`).
 
-Schema versions: 1 had `memory_words` rowid = `row_id`; 2 adds the per-user rowid ranges.
-`_sqlite_connections.migrate_schema` brings a version-1 file up to date when it is opened.
+Schema versions: 1 had `memory_words` rowid = `row_id`; 2 adds the per-user rowid ranges; 3 adds
+`memory_meta`. `_sqlite_connections.migrate_schema` brings an older file up to date when it is opened.
 """
 
 from __future__ import annotations
@@ -34,7 +35,9 @@ from typing import Any
 
 from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
+from memoryscope.stores._sqlite_metadata import METADATA_SCRIPT, metadata_sql
 from memoryscope.stores.base import MemoryFilter, TimeRange
+from memoryscope.stores.metadata import checked_conditions
 from memoryscope.text import KEYWORD_TEXT_VERSION
 
 __all__ = [
@@ -58,7 +61,7 @@ __all__ = [
     "words_rowid",
 ]
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 # How the keyword index is built: `memoryscope.text.keyword_text` (the words every store indexes,
 # versioned by KEYWORD_TEXT_VERSION), each prefixed with the user's slot (`scoped_words`). A file
 # recorded with another version is re-indexed on open. Before: "1" plain tokens of content + key,
@@ -136,7 +139,7 @@ CREATE TRIGGER IF NOT EXISTS memories_deleted AFTER DELETE ON memories BEGIN
 END;
 """
 
-SCHEMA_SCRIPT = _TABLES_SCRIPT + TRIGGERS_SCRIPT
+SCHEMA_SCRIPT = _TABLES_SCRIPT + TRIGGERS_SCRIPT + METADATA_SCRIPT
 
 NODE_COLUMNS: tuple[str, ...] = (
     *("memory_id", "user_name", "target_name", "workspace", "memory_type", "content", "key", "value", "status"),
@@ -322,6 +325,7 @@ def validate_filter(memory_filter: MemoryFilter) -> None:
         raise StoreError(f"expected a MemoryFilter, got {type(memory_filter).__name__}")
     if not isinstance(memory_filter.user_name, str):
         raise StoreError(f"MemoryFilter.user_name must be a string, got {memory_filter.user_name!r}")
+    checked_conditions(memory_filter.metadata or ())
     time_range = memory_filter.time_range
     if time_range is None:
         return
@@ -379,6 +383,9 @@ def filter_sql(memory_filter: MemoryFilter, table: str = "memories") -> tuple[st
     if memory_filter.memory_ids is not None:
         clauses.append(f"{table}.memory_id IN (SELECT j.value FROM json_each(?) AS j)")
         params.append(json.dumps(list(memory_filter.memory_ids)))
+    if memory_filter.metadata:  # only then: a filter without conditions never reads `memory_meta`
+        metadata_clauses, metadata_params = metadata_sql(memory_filter.user_name, memory_filter.metadata, table)
+        clauses, params = clauses + metadata_clauses, params + metadata_params
     return " AND ".join(clauses), params
 
 

@@ -23,6 +23,7 @@ from memoryscope.memory import MemoryNode
 from memoryscope.stores._sqlite_cache import MatrixCache, UserMatrix, refresh
 from memoryscope.stores._sqlite_connections import SqliteConnections
 from memoryscope.stores._sqlite_keyword import KeywordIndex, first_kept
+from memoryscope.stores._sqlite_metadata import metadata_row_ids_sql
 from memoryscope.stores._sqlite_schema import NODE_COLUMNS, decoded_nodes
 from memoryscope.stores.base import MemoryFilter
 from memoryscope.stores.fusion import reciprocal_rank_fusion
@@ -190,17 +191,21 @@ def _only_user(memory_filter: MemoryFilter) -> bool:
         and f.reflected is None
         and f.updated is None
         and f.memory_ids is None
+        and not f.metadata
     )
 
 
 def _allowed_row_ids(connection: sqlite3.Connection, memory_filter: MemoryFilter) -> list[int] | None:
-    """The row ids of the filter's `memory_ids` (of its user), or None when it names none."""
-    if memory_filter.memory_ids is None:
+    """The row ids of the user's memories the filter's `memory_ids` and `metadata` keep (the
+    fields the in-memory arrays do not hold), or None when it sets neither."""
+    if memory_filter.memory_ids is None and not memory_filter.metadata:
         return None
-    return [
-        row_id
-        for (row_id,) in connection.execute(
-            f"SELECT row_id FROM memories WHERE user_name = ? AND memory_id IN {_IDS_PARAM}",
-            (memory_filter.user_name, json.dumps(list(memory_filter.memory_ids))),
-        )
-    ]
+    selects, params = [], []
+    if memory_filter.memory_ids is not None:
+        selects.append(f"SELECT row_id FROM memories WHERE user_name = ? AND memory_id IN {_IDS_PARAM}")
+        params += [memory_filter.user_name, json.dumps(list(memory_filter.memory_ids))]
+    if memory_filter.metadata:  # from the index alone: the cost follows the matches, not the user's size
+        select, select_params = metadata_row_ids_sql(memory_filter.user_name, memory_filter.metadata)
+        selects.append(select)
+        params += select_params
+    return [row_id for (row_id,) in connection.execute(" INTERSECT ".join(selects), params)]

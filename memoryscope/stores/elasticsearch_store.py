@@ -7,6 +7,7 @@
 - Keyword search: BM25 `match` on `keywords`, the words the SQLite store indexes too
   (`memoryscope.text.keyword_text`), inside a bool query carrying the same filter. Scores are
   BM25. An index made before that field gets it when opened (`_es_keywords`).
+- Metadata filters: `nested` queries on `meta_index`, the values of `meta` (`_es_metadata`).
 - Hybrid search: both requests, fused in the client by reciprocal rank fusion (no license-gated
   server-side RRF retriever).
 - Writes go through `_bulk` (`index` actions, `_id` = memory_id) with the configured `refresh`
@@ -51,6 +52,7 @@ from memoryscope.stores import _es_leases as es_leases
 from memoryscope.stores import _es_queries as queries
 from memoryscope.stores import _es_reads as reads
 from memoryscope.stores import _es_writes as writes
+from memoryscope.stores._es_metadata import META_INDEX_FIELD
 from memoryscope.stores._es_params import ElasticsearchStoreParams
 from memoryscope.stores._es_writes import BulkWriteError
 from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode, unit_rows, validated_params
@@ -132,6 +134,7 @@ class ElasticsearchMemoryStore(MemoryStore):
         self._index_lock = threading.Lock()
         self._allow_model_change = allow_model_change
         self._recorded: tuple[str, int] | None = None  # from the index's _meta, once opened
+        self._metadata_filled = True  # every document has its `meta_index` objects (`_es_metadata`)
 
     @property
     def client(self) -> Any:
@@ -176,7 +179,7 @@ class ElasticsearchMemoryStore(MemoryStore):
                 if exists:
                     mappings = self._client.indices.get_mapping(index=self.index_name).body
                     self._check_index_meta(mappings)
-                    keywords.upgrade_index(self, mappings)
+                    self._metadata_filled = META_INDEX_FIELD not in keywords.upgrade_index(self, mappings)
             self._index_ready = True
 
     def ensure_side_index(self, name: str, mappings: dict[str, Any], what: str) -> None:
@@ -315,13 +318,7 @@ class ElasticsearchMemoryStore(MemoryStore):
         return reads.scan(self, memory_filter, limit, offset, newest_first)
 
     def count(self, memory_filter: MemoryFilter) -> int:
-        queries.validate_filter(memory_filter)
-        if memory_filter.memory_ids == ():
-            return 0
-        self.ensure_index()
-        with self._calling("count"):
-            response = self._client.count(index=self.index_name, body=queries.count_body(memory_filter))
-        return int(response["count"])
+        return reads.count(self, memory_filter)
 
     # ---- the whole index ----------------------------------------------------------------------
 

@@ -35,6 +35,8 @@ or asks for it to be filled (Elasticsearch, `memoryscope reembed`).
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -172,6 +174,11 @@ def indexed_values(meta: Mapping[str, Any]) -> list[tuple[str, str | None, float
     value (per item of a list of scalars). `text` is set for texts and booleans ("true"/"false"),
     `number` for numbers (not booleans), the time for times (datetimes and ISO texts with a zone,
     or date-only texts). Nested mappings are not indexed."""
+    if not all(isinstance(key, str) for key in meta):
+        # as the store keeps it (JSON makes every key a text), so a memory read back matches the
+        # same; a meta JSON cannot hold is refused by the store anyway
+        with contextlib.suppress(TypeError, ValueError):
+            meta = json.loads(json.dumps(dict(meta)))
     rows: list[tuple[str, str | None, float | None, float | None]] = []
     for key, stored in meta.items():
         if not isinstance(key, str) or len(key) > MAX_INDEXED_TEXT:

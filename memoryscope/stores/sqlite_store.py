@@ -10,6 +10,7 @@
   and word frequencies are the user's own, in a per-user rowid range (`_sqlite_keyword`).
 - Hybrid search: reciprocal rank fusion (k = 60) of the dense and keyword lists, the keyword list
   weighted by `hybrid_keyword_weight` (`_sqlite_search`).
+- Metadata filters: an index of each memory's `meta` values, written with the memory (`_sqlite_metadata`).
 - Re-embedding after a model change (`allow_model_change=True`, then `reembed`): resumable, in
   a side table, switched in one transaction (`_sqlite_reembed`).
 The layout is in `_sqlite_schema`.
@@ -36,6 +37,7 @@ from memoryscope.stores import _sqlite_leases as leases
 from memoryscope.stores._sqlite_cache import MatrixCache
 from memoryscope.stores._sqlite_connections import SqliteConnections, check_store, file_problems
 from memoryscope.stores._sqlite_keyword import KeywordIndex
+from memoryscope.stores._sqlite_metadata import write_metadata
 from memoryscope.stores._sqlite_reads import SqliteReads
 from memoryscope.stores._sqlite_reembed import reembed_file
 from memoryscope.stores._sqlite_schema import (
@@ -279,6 +281,7 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
         for index, (node, row, text) in enumerate(zip(nodes, rows, words, strict=True)):
             row_id = connection.execute(_UPSERT, row).fetchall()[0][0]
             self._words.write(connection, row_id, node.user_name, scope_token(node.user_name), text)
+            write_metadata(connection, row_id, node.user_name, node.meta)
             if index in new_vectors:
                 connection.execute(
                     "INSERT OR REPLACE INTO memory_vectors (row_id, vector) VALUES (?, ?)",

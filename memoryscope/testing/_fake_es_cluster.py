@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from memoryscope.testing import _fake_es_search as dsl
+from memoryscope.testing import _fake_es_sorting as sorting
 from memoryscope.testing._fake_es_aggregations import aggregate
 from memoryscope.testing._fake_es_documents import (
     SHARDS,
@@ -252,7 +253,7 @@ class FakeCluster:
         docs = []
         for doc_id in ids:
             if doc_id in index.documents:
-                source = dsl.filter_source(index.documents[doc_id], includes, excludes)
+                source = sorting.filter_source(index.documents[doc_id], includes, excludes)
                 docs.append({**document_meta(name, index, doc_id), "found": True, "_source": source})
             else:
                 docs.append({"_index": name, "_id": doc_id, "found": False})
@@ -295,20 +296,20 @@ class FakeCluster:
             matching = self._matching(index, query)
             scored = [(doc_id, dsl.score(query, documents[doc_id], index.mappings, stats)) for doc_id in matching]
             scored.sort(key=lambda pair: -pair[1])
-        sort = dsl.parse_sort(body["sort"]) if "sort" in body else None
+        sort = sorting.parse_sort(body["sort"]) if "sort" in body else None
         hits: list[dict[str, Any]] = []
         for doc_id, value in scored:
             hit: dict[str, Any] = {"_index": name, "_id": doc_id, "_score": None if sort else value}
             if body.get("seq_no_primary_term") is True:
                 hit.update(_seq_no=index.versions[doc_id][1], _primary_term=1)
             if sort:
-                hit["sort"] = dsl.sort_values(index.documents[doc_id], sort, index.mappings)
+                hit["sort"] = sorting.sort_values(index.documents[doc_id], sort, index.mappings)
             hits.append(hit)
         if sort:
-            hits.sort(key=lambda hit: dsl.sort_key(hit["sort"], sort))
+            hits.sort(key=lambda hit: sorting.sort_key(hit["sort"], sort))
             if "search_after" in body:
-                after = dsl.sort_key(body["search_after"], sort)
-                hits = [hit for hit in hits if dsl.sort_key(hit["sort"], sort) > after]
+                after = sorting.sort_key(body["search_after"], sort)
+                hits = [hit for hit in hits if sorting.sort_key(hit["sort"], sort) > after]
         elif "search_after" in body:
             raise dsl.QueryError("fake: search_after needs sort")
         total = len(hits)
@@ -316,7 +317,7 @@ class FakeCluster:
         includes, excludes = source_option(body.get("_source"), params)
         for hit in hits:
             if includes is not False:
-                hit["_source"] = dsl.filter_source(index.documents[hit["_id"]], includes or None, excludes)
+                hit["_source"] = sorting.filter_source(index.documents[hit["_id"]], includes or None, excludes)
         response = {"took": 1, "timed_out": False, "_shards": SHARDS,
                     "hits": {"total": {"value": total, "relation": "eq"}, "max_score": None, "hits": hits}}  # fmt: skip
         aggs = body.get("aggs", body.get("aggregations"))

@@ -78,6 +78,8 @@ def validate_document(index: Index, doc_id: str, source: Any) -> None:
             if spec.get("similarity", "cosine") == "cosine" and not vector.any():
                 reason = "The [cosine] similarity does not support vectors with zero magnitude."
                 raise Failure(400, "document_parsing_exception", reason)
+        elif kind == "nested":
+            _validate_nested(name, spec, value, strict)
         elif kind in ("date", "date_nanos"):
             for item in value if isinstance(value, list) else [value]:
                 try:
@@ -87,6 +89,22 @@ def validate_document(index: Index, doc_id: str, source: Any) -> None:
                     raise Failure(400, "document_parsing_exception", reason) from None
                 if kind == "date_nanos" and nanos < 0:
                     raise Failure(400, "document_parsing_exception", f"date[{item}] is before the epoch in 1970")
+
+
+def _validate_nested(name: str, spec: Mapping[str, Any], value: Any, strict: bool) -> None:
+    """The objects of a `nested` field: objects, with known properties (when strict), numbers in numeric ones."""
+    properties = spec.get("properties", {})
+    for item in value if isinstance(value, list) else [value]:
+        if not isinstance(item, dict):
+            raise Failure(400, "document_parsing_exception", f"object mapping for [{name}] tried to parse a value as object")
+        for sub, sub_value in item.items():
+            kind = (properties.get(sub) or {}).get("type")
+            if kind is None and strict:
+                reason = f"mapping set to strict, dynamic introduction of [{sub}] within [{name}] is not allowed"
+                raise Failure(400, "strict_dynamic_mapping_exception", reason)
+            numeric = isinstance(sub_value, int | float) and not isinstance(sub_value, bool)
+            if kind in ("double", "long", "integer") and not numeric:
+                raise Failure(400, "document_parsing_exception", f"failed to parse field [{name}.{sub}] of type [{kind}]")
 
 
 def merge_mapping(mappings: dict[str, Any], update: Any) -> None:

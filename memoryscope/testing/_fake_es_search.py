@@ -1,13 +1,14 @@
-"""What `fake_elasticsearch` knows of the Query DSL: matching, BM25, kNN, sorting, `_source`.
+"""What `fake_elasticsearch` knows of the Query DSL: matching, BM25, kNN.
 
 A subset, written from the Elasticsearch 8.x reference, enough for `elasticsearch_memory_store`:
 queries `match_all`, `bool` (filter / must / should / must_not), `term`, `terms`, `range`,
-`exists`, `ids`, `match` (`operator` or / and), `multi_match` (most_fields / best_fields); the `knn` search option
-(exact cosine over the filtered documents, scored `(1 + cosine) / 2` as Elasticsearch does);
-`sort` with `search_after`; `_source` includes / excludes (aggregations are in
-`_fake_es_aggregations`). Anything else is refused with a 400
-`parsing_exception`, so a body the fake does not understand fails loudly instead of matching
-everything.
+`exists`, `ids`, `nested` (each object of a `nested` field matched on its own; the field's
+values are not visible outside a `nested` query, as in Elasticsearch), `match` (`operator` or /
+and), `multi_match` (most_fields / best_fields); the `knn` search option
+(exact cosine over the filtered documents, scored `(1 + cosine) / 2` as Elasticsearch does).
+Sorting, `search_after` and `_source` filtering are in `_fake_es_sorting`, aggregations in
+`_fake_es_aggregations`. Anything else is refused with a 400 `parsing_exception`, so a body the
+fake does not understand fails loudly instead of matching everything.
 
 Text is analysed by the field's `analyzer`, at index and query time alike: `whitespace` splits
 on whitespace and changes nothing else, as Elasticsearch's does; any other is approximated like
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -34,9 +35,6 @@ __all__ = [
     "matches",
     "score",
     "knn_hits",
-    "sort_key",
-    "sort_values",
-    "filter_source",
 ]
 
 _CJK = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff"
@@ -75,23 +73,28 @@ def _properties(mappings: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def field_type(mappings: Mapping[str, Any], field: str) -> str | None:
-    """The mapped type of `field` (`key.text` finds the `text` sub-field of `key`)."""
+    """The mapped type of `field` (`key.text` finds the `text` sub-field of `key`, and
+    `meta_index.key` the `key` property of the object field `meta_index`)."""
+    exact = _properties(mappings).get(field)  # inside a `nested` query properties go by full name
+    if exact is not None:
+        return str(exact.get("type", "object"))
     name, _, sub = field.partition(".")
     spec = _properties(mappings).get(name)
     if spec is None:
         return None
     if sub:
-        spec = spec.get("fields", {}).get(sub)
-        return None if spec is None else spec.get("type")
+        spec = spec.get("fields", {}).get(sub) or spec.get("properties", {}).get(sub)
+        return None if spec is None else spec.get("type", "object")
     return spec.get("type", "object")
 
 
 def field_values(document: Mapping[str, Any], field: str) -> list[Any]:
-    """The values of `field` in a `_source` (a sub-field reads its parent's value)."""
-    value = document.get(field.partition(".")[0])
+    """The values of `field` in a `_source` (a sub-field reads its parent's value; objects are not
+    values: a `nested` field's are searched by a `nested` query only)."""
+    value = document[field] if field in document else document.get(field.partition(".")[0])
     if value is None:
         return []
-    return list(value) if isinstance(value, list) else [value]
+    return [item for item in (value if isinstance(value, list) else [value]) if not isinstance(item, Mapping)]
 
 
 def epoch_nanos(value: Any, kind: str) -> int:
@@ -181,9 +184,29 @@ def matches(query: Mapping[str, Any], document: Mapping[str, Any], mappings: Map
         return bool(field_values(document, spec["field"]))
     if kind == "ids":
         return doc_id in spec.get("values", [])
+    if kind == "nested":
+        return _nested_matches(spec, document, mappings, doc_id)
     if kind in ("match", "multi_match"):
         return _any_term(query, document, mappings)  # the default operator is `or`
     raise QueryError(f"unknown query [{kind}]")
+
+
+def _nested_matches(spec: Mapping[str, Any], document: Mapping[str, Any], mappings: Mapping[str, Any], doc_id: str) -> bool:
+    """Whether one object of the `nested` field `spec["path"]` matches `spec["query"]` on its own."""
+    unknown = set(spec) - {"path", "query", "score_mode", "ignore_unmapped"}
+    if unknown or "path" not in spec or "query" not in spec:
+        raise QueryError(f"[nested] needs [path] and [query] and knows nothing else, got {sorted(spec)}")
+    path = str(spec["path"])
+    field = _properties(mappings).get(path) or {}
+    if field.get("type") != "nested":
+        raise QueryError(f"[nested] failed to find nested object under path [{path}]", "query_shard_exception")
+    inner_mappings = {"properties": {f"{path}.{name}": sub for name, sub in field.get("properties", {}).items()}}
+    objects = document.get(path) or []
+    for item in objects if isinstance(objects, list) else [objects]:
+        inner = {f"{path}.{name}": value for name, value in item.items()}
+        if matches(spec["query"], inner, inner_mappings, doc_id):
+            return True
+    return False
 
 
 def _any_term(query: Mapping[str, Any], document: Mapping[str, Any], mappings: Mapping[str, Any]) -> bool:
@@ -314,74 +337,3 @@ def knn_hits(
         scored.append((memory_id, (1.0 + cosine) / 2.0))
     scored.sort(key=lambda pair: -pair[1])
     return scored[:k]
-
-
-# ---- sorting and _source ---------------------------------------------------------------------------
-
-
-def parse_sort(sort: Any) -> list[tuple[str, str]]:
-    """`[("created_at", "desc"), ...]` from the forms Elasticsearch accepts."""
-    out = []
-    for item in sort if isinstance(sort, list) else [sort]:
-        if isinstance(item, str):
-            out.append((item, "desc" if item == "_score" else "asc"))
-        elif isinstance(item, Mapping) and len(item) == 1:
-            field, spec = next(iter(item.items()))
-            order = spec.get("order", "asc") if isinstance(spec, Mapping) else spec
-            if order not in ("asc", "desc"):
-                raise QueryError(f"[sort] unknown order [{order}]")
-            out.append((field, order))
-        else:
-            raise QueryError(f"[sort] malformed: {item!r}")
-    return out
-
-
-def sort_values(document: Mapping[str, Any], sort: Sequence[tuple[str, str]], mappings: Mapping[str, Any]) -> list[Any]:
-    """What a hit's `sort` shows: epoch millis for `date`, epoch nanos for `date_nanos`, else the value."""
-    values: list[Any] = []
-    for field, _ in sort:
-        kind = field_type(mappings, field)
-        if kind is None:
-            raise QueryError(f"No mapping found for [{field}] in order to sort on", "query_shard_exception")
-        present = field_values(document, field)
-        if not present:
-            values.append(None)
-        elif kind == "date":
-            values.append(epoch_nanos(present[0], kind) // 1_000_000)
-        elif kind == "date_nanos":
-            values.append(epoch_nanos(present[0], kind))
-        else:
-            values.append(present[0])
-    return values
-
-
-def sort_key(values: Sequence[Any], sort: Sequence[tuple[str, str]]) -> tuple[Any, ...]:
-    """A key that orders hits as `sort` asks, missing values last."""
-    key: list[tuple[int, Any]] = []
-    for value, (_, order) in zip(values, sort, strict=True):
-        if value is None:
-            key.append((1, 0))
-        elif isinstance(value, (int, float)):
-            key.append((0, -value if order == "desc" else value))
-        else:
-            key.append((0, _Reversed(value) if order == "desc" else value))
-    return tuple(key)
-
-
-class _Reversed:
-    def __init__(self, value: Any):
-        self.value = value
-
-    def __lt__(self, other: _Reversed) -> bool:
-        return bool(self.value > other.value)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Reversed) and self.value == other.value
-
-    def __hash__(self) -> int:
-        return hash(self.value)
-
-
-def filter_source(source: Mapping[str, Any], includes: Sequence[str] | None, excludes: Sequence[str] | None) -> dict[str, Any]:
-    kept = {name: value for name, value in source.items() if includes is None or name in includes}
-    return {name: value for name, value in kept.items() if not excludes or name not in excludes}

@@ -18,7 +18,8 @@ a `reopen` hook::
 - `reopen(store, embedding_model)`: a second store over the same data built with another model
   (the suite closes it). Backends without one skip the tests that need it.
 - `reopen_to_reembed(store, embedding_model)`: the same, opened with `allow_model_change=True`
-  (the whole-store and re-embedding cases are in `_store_contract_whole`).
+  (the whole-store and re-embedding cases are in `_store_contract_whole`, metadata filters in
+  `_store_contract_metadata`).
 
 Most tests pass precomputed vectors, so the suite stays fast; only the semantic tests embed.
 """
@@ -47,13 +48,14 @@ from memoryscope.testing._store_cases import (
     make_node,
     unit_vectors,
 )
+from memoryscope.testing._store_contract_metadata import MetadataCases
 from memoryscope.testing._store_contract_search import SearchCases
 from memoryscope.testing._store_contract_whole import WholeStoreCases
 
 __all__ = ["BASE_TIME", "RenamedEmbedding", "StoreContract", "make_node", "unit_vectors"]
 
 
-class StoreContract(SearchCases, WholeStoreCases):
+class StoreContract(SearchCases, MetadataCases, WholeStoreCases):
     """Subclass with `store` and `embedding_model` fixtures (and optionally `reopen`, `reopen_to_reembed`)."""
 
     def reopen(self, store: MemoryStore, embedding_model: EmbeddingModel) -> MemoryStore:

@@ -35,7 +35,7 @@ INDEX = "memories"
 ANN = MemoryFilter("ann")
 T0 = datetime(2024, 10, 26, 21, 26, 20, 123456, tzinfo=timezone(timedelta(hours=8)))
 USER_TERM = {"term": {"user_name": "ann"}}
-SOURCE_SHOWN = {"excludes": ["vector", "keywords"]}  # reads leave out the vector and the keyword text
+SOURCE_SHOWN = {"excludes": ["vector", "keywords", "meta_index"]}  # reads leave out the vector and what is indexed for search
 
 
 class TableEmbedding(EmbeddingModel):
@@ -98,8 +98,11 @@ def document(
         "event_time": None, "message_time": None, "source_message_ids": [], "reflected": False, "updated": False,
         "access_count": 0, "last_accessed_at": None, "meta": {},
     }  # fmt: skip
+    meta_index = fields.pop("meta_index", None)
     source.update(fields)
     source.setdefault("keywords", keyword_text(MemoryNode.from_dict(source)))
+    if meta_index is not None:
+        source["meta_index"] = meta_index
     if vector is not None:
         source["vector"] = vector
     return source
@@ -119,7 +122,13 @@ HALVES = [0.5, 0.5, 0.5, 0.5]
 PINNED_INDEX_BODY = {
     "mappings": {
         "dynamic": "strict",
-        "_meta": {"embedding_model": "table-4d", "dimension": 4, "schema_version": 2, "keyword_text_version": "2"},
+        "_meta": {
+            "embedding_model": "table-4d",
+            "dimension": 4,
+            "schema_version": 3,
+            "keyword_text_version": "2",
+            "metadata_index_version": "1",
+        },
         "properties": {
             "memory_id": {"type": "keyword"},
             "user_name": {"type": "keyword"},
@@ -142,6 +151,15 @@ PINNED_INDEX_BODY = {
             "message_time": {"type": "date"},
             "last_accessed_at": {"type": "date"},
             "meta": {"type": "object", "enabled": False},
+            "meta_index": {
+                "type": "nested",
+                "properties": {
+                    "key": {"type": "keyword"},
+                    "text": {"type": "keyword"},
+                    "number": {"type": "double"},
+                    "time": {"type": "double"},
+                },
+            },
             "vector": {
                 "type": "dense_vector",
                 "dims": 4,
@@ -216,9 +234,9 @@ def test_an_index_created_meanwhile_by_another_process_is_checked(
 
 def test_an_index_of_another_schema_version_is_refused(server: FakeElasticsearch, store: ElasticsearchMemoryStore) -> None:
     server.create_index(
-        INDEX, {**PINNED_INDEX_BODY["mappings"], "_meta": {"embedding_model": "table-4d", "dimension": 4, "schema_version": 3}}
+        INDEX, {**PINNED_INDEX_BODY["mappings"], "_meta": {"embedding_model": "table-4d", "dimension": 4, "schema_version": 4}}
     )
-    with pytest.raises(StoreError, match="schema version 3; this MemoryScope reads 2"):
+    with pytest.raises(StoreError, match="schema version 4; this MemoryScope reads 3"):
         store.count(ANN)
 
 
@@ -365,7 +383,14 @@ def test_upsert_is_one_bulk_of_index_actions_with_refresh(server: FakeElasticsea
     assert request.body[1]["keywords"] == "lik green tea"  # keyword_text: tokenised and stemmed here
     assert request.body == [
         {"index": {"_id": "a"}},
-        document("a", vector=E1, event_time="2024-10-19T00:00:00+00:00", meta={"source": "chat"}, source_message_ids=["m1"]),
+        document(
+            "a",
+            vector=E1,
+            event_time="2024-10-19T00:00:00+00:00",
+            meta={"source": "chat"},
+            source_message_ids=["m1"],
+            meta_index=[{"key": "source", "text": "chat"}],  # what metadata filters read (`_es_metadata`)
+        ),
         {"index": {"_id": "b"}},
         document("b", "plays the guitar", vector=E2),  # given vectors are stored as unit vectors
     ]
@@ -518,7 +543,7 @@ def test_get_body(server: FakeElasticsearch, store: ElasticsearchMemoryStore) ->
     store.upsert([node("a"), node("b")], vectors=np.asarray([E1, E2]))
     assert [n.memory_id for n in store.get(["b", "zzz", "a", "b"])] == ["b", "a", "b"]
     request = last(server, "_mget")
-    assert (request.body, request.params) == ({"ids": ["b", "zzz", "a"]}, {"_source_excludes": "vector,keywords"})
+    assert (request.body, request.params) == ({"ids": ["b", "zzz", "a"]}, {"_source_excludes": "vector,keywords,meta_index"})
 
 
 def test_scan_body_pages_by_created_at_then_id(server: FakeElasticsearch, store: ElasticsearchMemoryStore) -> None:

@@ -18,6 +18,7 @@ from memoryscope.memory import MemoryNode
 from memoryscope.models.base import EmbeddingModel
 from memoryscope.progress import Progress
 from memoryscope.stores import _es_queries
+from memoryscope.stores._es_metadata import META_INDEX_MAPPING
 from memoryscope.stores.base import MemoryFilter, SearchMode
 from memoryscope.stores.elasticsearch_store import ElasticsearchMemoryStore
 from memoryscope.testing.fake_elasticsearch import FakeElasticsearch
@@ -29,8 +30,8 @@ INDEX = "memories"
 ANN = MemoryFilter("ann")
 T0 = datetime(2024, 10, 26, 21, 26, 20, 123456, tzinfo=timezone(timedelta(hours=8)))
 OLD_META = {"embedding_model": "ones-4d", "dimension": 4, "schema_version": 1}
-UPGRADED_META = {"embedding_model": "ones-4d", "dimension": 4, "schema_version": 2}
-FILLED_META = {**UPGRADED_META, "keyword_text_version": "2"}
+UPGRADED_META = {"embedding_model": "ones-4d", "dimension": 4, "schema_version": 3}
+FILLED_META = {**UPGRADED_META, "keyword_text_version": "2", "metadata_index_version": "1"}
 WARNING = "are not found by keyword search until their 'keywords' field is filled: run `memoryscope reembed --config CONFIG`"
 
 
@@ -71,9 +72,10 @@ OLD_NODES = {
 
 
 def old_mappings() -> dict[str, Any]:
-    """The mapping schema version 1 made: no `keywords` field."""
+    """The mapping schema version 1 made: no `keywords` field (nor `meta_index`, which came with 3)."""
     mappings = _es_queries.index_body(embedding_model="ones-4d", dimension=4, analyzer="standard")["mappings"]
     del mappings["properties"]["keywords"]
+    del mappings["properties"]["meta_index"]
     return {**mappings, "_meta": dict(OLD_META)}
 
 
@@ -115,11 +117,12 @@ def test_an_index_from_before_the_field_gets_it_when_opened_and_keeps_every_memo
         ("HEAD", f"/{INDEX}"), ("GET", f"/{INDEX}/_mapping"), ("PUT", f"/{INDEX}/_mapping"), ("POST", f"/{INDEX}/_count")
     ]  # fmt: skip
     assert server.requests[2].body == {
-        "properties": {"keywords": {"type": "text", "analyzer": "whitespace"}},
+        "properties": {"keywords": {"type": "text", "analyzer": "whitespace"}, "meta_index": META_INDEX_MAPPING},
         "_meta": UPGRADED_META,
     }
-    [warning] = caplog.records
+    warning, metadata_warning = caplog.records
     assert WARNING in warning.getMessage() and f"'{INDEX}'" in warning.getMessage()
+    assert "metadata filters are refused until `memoryscope reembed --config CONFIG` has run" in metadata_warning.getMessage()
     assert server.documents(INDEX) == before  # nothing rewritten, nothing lost
     assert store.get(["a", "b"]) == [OLD_NODES["a"], OLD_NODES["b"]]
     assert keyword_ids(store, "green tea") == []  # written before the field: not keyword-searchable yet
@@ -151,10 +154,15 @@ def test_fill_keywords_sets_the_field_in_place_then_records_it(
         {"update": {"_id": "a", "if_seq_no": 1, "if_primary_term": 1}},
         {"doc": {"keywords": "lik green tea"}},
         {"update": {"_id": "b", "if_seq_no": 2, "if_primary_term": 1}},
-        {"doc": {"keywords": "i hav been paint carolin melani any new hobby"}},
+        {
+            "doc": {
+                "keywords": "i hav been paint carolin melani any new hobby",
+                "meta_index": [{"key": "speaker", "text": "Caroline"}, {"key": "context", "text": "Melanie: any new hobby?"}],
+            }
+        },
     ]
     assert server.requests[-1].method == "PUT" and server.requests[-1].body == {"_meta": FILLED_META}
-    assert notes.notes == ["filled the 'keywords' field of 2 memories"]
+    assert notes.notes == ["filled the 'keywords' field and 'meta_index' objects of 2 memories"]
     # the memories are as they were, vectors included, and keyword search finds them now
     assert {memory_id: source["vector"] for memory_id, source in server.documents(INDEX).items()} == vectors
     assert store.get(["a", "b"]) == [OLD_NODES["a"], OLD_NODES["b"]]
@@ -220,7 +228,7 @@ def test_the_reembed_command_fills_the_field_when_the_model_is_unchanged(server:
     server.create_index("local", mappings, {"a": {**old_document(OLD_NODES["a"]), "vector": [1.0] * dimension}})
     notes = Notes()
     assert reembed(config, progress=notes) == 0  # nothing re-embedded...
-    assert notes.notes[-1] == "filled the 'keywords' field of 1 memories"  # ...but the field filled
+    assert notes.notes[-1] == "filled the 'keywords' field and 'meta_index' objects of 1 memories"  # ...but the fields filled
     assert server.documents("local")["a"]["keywords"] == "lik green tea"
     assert server.requests_to("_search") and not server.requests_to("_aliases")  # in place, no copy
 

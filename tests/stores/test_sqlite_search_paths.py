@@ -14,6 +14,7 @@ import pytest
 from memoryscope.memory import MemoryStatus, MemoryType
 from memoryscope.models.embedding.local_embedding import LocalEmbedding
 from memoryscope.stores import _sqlite_search
+from memoryscope.stores._sqlite_schema import SCHEMA_VERSION
 from memoryscope.stores.base import MemoryFilter, SearchMode
 from memoryscope.stores.sqlite_store import SqliteMemoryStore
 from memoryscope.testing.store_contract import make_node, unit_vectors
@@ -81,6 +82,9 @@ def _as_version_1(path: Path) -> None:
         raw.execute("DELETE FROM memory_words")
         raw.execute("INSERT INTO memory_words (rowid, scope, words) SELECT row_id, scope, words FROM temp.w")
         raw.execute("DROP TABLE keyword_scopes")
+        raw.execute("DROP TRIGGER memories_meta_deleted")  # the metadata index came with version 3
+        raw.execute("DROP TABLE memory_meta")
+        raw.execute("DELETE FROM store_meta WHERE key = 'metadata_index_version'")
         raw.execute("UPDATE store_meta SET value = '1' WHERE key = 'schema_version'")
     raw.close()
 
@@ -96,7 +100,7 @@ def test_a_version_1_file_is_migrated_with_the_same_answers(tmp_path: Path, embe
         assert second.count(MemoryFilter("ann")) == 40
         assert second.delete(["ann-1"]) == 1  # the new delete trigger finds the moved keyword row
     with sqlite3.connect(path) as raw:
-        assert raw.execute("SELECT value FROM store_meta WHERE key = 'schema_version'").fetchone() == ("2",)
+        assert raw.execute("SELECT value FROM store_meta WHERE key = 'schema_version'").fetchone() == (SCHEMA_VERSION,)
         assert raw.execute("SELECT count(*) FROM memory_words").fetchone() == (79,)
     raw.close()
 
