@@ -8,16 +8,14 @@ from __future__ import annotations
 import re
 import unicodedata
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 from zoneinfo import ZoneInfo
 
 from memoryscope.context import MemoryContext
-from memoryscope.errors import MemoryScopeError
-from memoryscope.llm_output import ask, iter_json
+from memoryscope.llm_output import iter_json
 from memoryscope.memory import MemoryNode, format_time
-from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.timeparse import find_time_expressions, has_unresolved_time_word
 
 __all__ = [
@@ -31,12 +29,8 @@ __all__ = [
     "truncate_middle",
     "mentions_time",
     "json_items",
-    "ask_in_chunks",
-    "require_model",
     "NONE_WORDS",
 ]
-
-T = TypeVar("T")
 
 # Fixed, so an observation gets the same id in every process and every run (a redo adds nothing).
 _OBSERVATION_NAMESPACE = uuid.UUID("6d656d6f-7279-5363-6f70-652d6f627376")
@@ -145,29 +139,3 @@ def json_items(text: str) -> list[Any] | None:
     if empty_seen:
         return []
     return [single] if single is not None else None
-
-
-def ask_in_chunks(
-    model: GenerationModel,
-    chunks: Sequence[Sequence[int]],
-    build: Callable[[Sequence[int]], list[ChatMessage]],
-    parse: Callable[[str], T | None],
-    *,
-    expected_format: str,
-    language: str,
-    what: str,
-) -> list[tuple[Sequence[int], T | None]]:
-    """One `ask` (with its one repair retry) per chunk: (chunk, parsed answer or None)."""
-    return [
-        (chunk, ask(model, build(chunk), parse, expected_format=expected_format, language=language, what=what))
-        for chunk in chunks
-    ]
-
-
-def require_model(model: GenerationModel | None, worker: str, key: str) -> GenerationModel:
-    """`model`, or a clear error: an LLM step without its LLM must fail the run (so its input
-    stays pending), never pass the batch on unexamined. Without any LLM configured, the service
-    skips such steps before they run."""
-    if model is None:
-        raise MemoryScopeError(f"worker {worker!r} needs the generation model `model.{key}`, which is not configured")
-    return model

@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from memoryscope.context import MemoryContext
-from memoryscope.errors import ConfigError
+from memoryscope.errors import ConfigError, MemoryScopeError
 from memoryscope.llm_output import as_number, extract_json, item_field, labelled, reply_lines
-from memoryscope.models.base import GenerationModel
 from memoryscope.models.token_count import count_tokens
 from memoryscope.text import cap_text, clean_model_text
+from memoryscope.worker import LLMWorker
 
 __all__ = [
     "normalize_key",
@@ -31,7 +31,7 @@ __all__ = [
     "normalize_value",
     "clean_value",
     "fit_in_budget",
-    "require_model",
+    "ReflectionWorker",
     "parse_values",
     "strip_key",
     "cap_value",
@@ -125,11 +125,12 @@ def fit_in_budget(lines: Sequence[str], budget: int) -> int:
     return len(lines)
 
 
-def require_model(model: GenerationModel | None, where: str) -> GenerationModel:
-    """The generation model, or a clear error (the runner skips LLM steps when there is none)."""
-    if model is None:
-        raise ConfigError([(where, "this step needs a generation model, and `model:` has none under that key")])
-    return model
+class ReflectionWorker(LLMWorker):
+    """An LLM worker of the reflection (`get_reflection_subject`, `update_insight`,
+    `long_contra_repeat`): run without its model, it fails with a `ConfigError` at the model key."""
+
+    def missing_model_error(self) -> MemoryScopeError:
+        return ConfigError([(self.model_where, "this step needs a generation model, and `model:` has none under that key")])
 
 
 _LABELS = ("number", "index", "id", "#", "key", "attribute", "subject", "属性", "序号")  # how an entry names its attribute

@@ -8,19 +8,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
-from zoneinfo import ZoneInfo
 
 from pydantic import Field
 
 from memoryscope.context import MemoryContext
 from memoryscope.env import Env
-from memoryscope.llm_output import Relation, as_number, ask, item_field, relation_and_number, reply_lines
+from memoryscope.llm_output import Relation, as_number, item_field, relation_and_number, reply_lines
 from memoryscope.memory import MemoryNode, MemoryStatus
-from memoryscope.models.base import ChatMessage, GenerationModel
-from memoryscope.prompts import load_prompts
 from memoryscope.text import content_words
-from memoryscope.worker import LLMWorkerParams, Worker, register_worker
-from memoryscope.workers._consolidation import json_items, normalise, require_model, subject_name
+from memoryscope.worker import LLMWorker, LLMWorkerParams, register_worker
+from memoryscope.workers._consolidation import json_items, normalise, subject_name
 
 __all__ = ["ContraRepeatWorker", "parse_decisions", "Decision"]
 
@@ -55,7 +52,7 @@ class _Review:
 
 
 @register_worker("contra_repeat")
-class ContraRepeatWorker(Worker):
+class ContraRepeatWorker(LLMWorker):
     """Write `new_observations` (what to store) and `expired_memories` (what a newer fact replaced).
 
     The new `observations` and `timed_observations` are first cleared of exact duplicates
@@ -72,7 +69,9 @@ class ContraRepeatWorker(Worker):
 
     reads: ClassVar[tuple[str, ...]] = ("observations", "timed_observations", "today_memories")
     writes: ClassVar[tuple[str, ...]] = ("new_observations", "expired_memories")
-    needs_generation_model: ClassVar[bool] = True
+    prompt_name: ClassVar[str] = "contra_repeat"
+    expected_format: ClassVar[dict[str, str]] = _EXPECTED_FORMAT
+    answer_name: ClassVar[str] = "repeat/contradiction decisions"
 
     class Params(LLMWorkerParams):
         generation_model: str = Field("generation_model", description="Key under `model:` of the LLM that compares facts.")
@@ -83,14 +82,8 @@ class ContraRepeatWorker(Worker):
     params: Params
 
     def bind(self, env: Env) -> None:
-        where = f"worker.{self.name}"
-        self._model: GenerationModel | None = env.generation_model(
-            self.params.generation_model, f"{where}.generation_model", self.params.generation_model_kwargs
-        )
+        super().bind(env)
         self._enabled: bool = env.settings.enable_today_contra_repeat
-        self._language: str = env.settings.language
-        self._zone: ZoneInfo = env.settings.tzinfo
-        self._prompts = load_prompts("contra_repeat", self._language)
 
     def run(self, ctx: MemoryContext) -> None:
         incoming = sorted((*ctx.observations, *ctx.timed_observations), key=_said)
@@ -154,24 +147,15 @@ class ContraRepeatWorker(Worker):
         return sorted(known, key=_said)
 
     def _compare(self, ctx: MemoryContext, review: _Review, shown: Sequence[MemoryNode]) -> None:
-        model = require_model(self._model, self.name, self.params.generation_model)
         new = list(review.kept.values())
         numbered: list[tuple[MemoryNode, bool]] = [(node, False) for node in shown] + [(node, True) for node in new]
         lines = [f"{number} {node.format(self._language, self._zone)}" for number, (node, _) in enumerate(numbered, start=1)]
-        values = {
-            "user": subject_name(ctx),
-            "known": "\n".join(lines[: len(shown)]) or self._prompts.get("none", "(none)"),
-            "new": "\n".join(lines[len(shown) :]),
-        }
-        messages = [
-            ChatMessage("system", self._prompts["system"].format(**values)),
-            ChatMessage("user", self._prompts["user"].format(**values)),
-        ]
-        decisions = ask(
-            model, messages, lambda reply: parse_decisions(reply) or None,
-            expected_format=_EXPECTED_FORMAT.get(self._language, _EXPECTED_FORMAT["en"]),
-            language=self._language, what="repeat/contradiction decisions",
-        )  # fmt: skip
+        messages = self.prompt_messages(
+            user=subject_name(ctx),
+            known="\n".join(lines[: len(shown)]) or self._prompts.get("none", "(none)"),
+            new="\n".join(lines[len(shown) :]),
+        )
+        decisions = self.ask(messages, lambda reply: parse_decisions(reply) or None)
         if decisions is None:
             review.notes["unreadable"] = True
             logger.warning("worker %s: unreadable decisions; keeping all %d new observations", self.name, len(new))

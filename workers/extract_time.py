@@ -5,23 +5,18 @@ from __future__ import annotations
 import logging
 import re
 from datetime import date, datetime, timedelta
-from functools import lru_cache
-from importlib import resources
 from typing import Any, ClassVar
 from zoneinfo import ZoneInfo
 
-import yaml
 from pydantic import Field
 
 from memoryscope.context import MemoryContext
-from memoryscope.env import Env
 from memoryscope.llm_output import item_field, iter_json
-from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.stores.base import TimeRange
 from memoryscope.timeparse import has_unresolved_time_word, resolve_time_range
 from memoryscope.timeparse.calendar_math import at
 from memoryscope.timeparse.model_dates import ModelDate, date_texts, read_model_date
-from memoryscope.worker import LLMWorkerParams, Worker, register_worker
+from memoryscope.worker import LLMWorker, LLMWorkerParams, register_worker
 
 __all__ = ["ExtractTimeWorker", "parse_date_range"]
 
@@ -40,7 +35,7 @@ _LOOSE_FIELD = re.compile(
 
 
 @register_worker("extract_time")
-class ExtractTimeWorker(Worker):
+class ExtractTimeWorker(LLMWorker):
     """Set `time_range` (on `event_time`) from the time words in `query`, read at `query_time`.
 
     Rules first (English and Chinese, see `memoryscope.timeparse`): "last Saturday", "三周前",
@@ -53,6 +48,8 @@ class ExtractTimeWorker(Worker):
 
     reads: ClassVar[tuple[str, ...]] = ("query", "query_time")
     writes: ClassVar[tuple[str, ...]] = ("time_range",)
+    needs_generation_model: ClassVar[bool] = False  # the rules work alone: the model only places vague words
+    prompt_name: ClassVar[str] = "extract_time"
 
     class Params(LLMWorkerParams):
         generation_model: str = Field(
@@ -66,14 +63,8 @@ class ExtractTimeWorker(Worker):
 
     params: Params
 
-    def bind(self, env: Env) -> None:
-        self._zone: ZoneInfo = env.settings.tzinfo
-        self._language: str = env.settings.language
-        self._model: GenerationModel | None = None
-        if self.params.use_llm_fallback:
-            where = f"worker.{self.name}.generation_model"
-            self._model = env.generation_model(self.params.generation_model, where, self.params.generation_model_kwargs)
-        self._prompt = _prompt(self._language) if self._model is not None else None
+    def llm_enabled(self) -> bool:
+        return self.params.use_llm_fallback
 
     def run(self, ctx: MemoryContext) -> None:
         reference = self._reference(ctx.query_time)
@@ -91,17 +82,13 @@ class ExtractTimeWorker(Worker):
         return moment.astimezone(self._zone)
 
     def _ask_model(self, query: str, reference: datetime) -> tuple[datetime, datetime] | None:
-        if self._model is None or self._prompt is None:
+        if self._model is None:
             return None
-        values = {
-            "now": reference.strftime("%Y-%m-%d %H:%M"),
-            "weekday": _WEEKDAYS.get(self._language, _WEEKDAYS["en"])[reference.weekday()],
-            "query": query,
-        }
-        messages = [
-            ChatMessage("system", self._prompt["system"].format(**values)),
-            ChatMessage("user", self._prompt["user"].format(**values)),
-        ]
+        messages = self.prompt_messages(
+            now=reference.strftime("%Y-%m-%d %H:%M"),
+            weekday=_WEEKDAYS.get(self._language, _WEEKDAYS["en"])[reference.weekday()],
+            query=query,
+        )
         try:
             reply = self._model.chat(messages)
         except Exception as error:  # the time hint is optional: retrieval goes on without it
@@ -111,14 +98,6 @@ class ExtractTimeWorker(Worker):
         if found is None:
             logger.info("worker %s: no usable date range in the model's reply %r", self.name, reply[:200])
         return found
-
-
-@lru_cache(maxsize=4)
-def _prompt(language: str) -> dict[str, str]:
-    """The system and user templates for `language` (English when there are none for it)."""
-    text = resources.files("memoryscope.workers").joinpath("prompts/extract_time.yaml").read_text(encoding="utf-8")
-    prompts: dict[str, dict[str, str]] = yaml.safe_load(text)
-    return prompts.get(language) or prompts["en"]
 
 
 def parse_date_range(reply: str, zone: ZoneInfo) -> tuple[datetime, datetime] | None:

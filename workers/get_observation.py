@@ -7,21 +7,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
-from zoneinfo import ZoneInfo
 
 from pydantic import Field
 
 from memoryscope.context import MemoryContext
-from memoryscope.env import Env
 from memoryscope.llm_output import as_number, item_field
 from memoryscope.memory import MemoryNode, MemoryType, format_time
-from memoryscope.models.base import ChatMessage, GenerationModel
-from memoryscope.prompts import load_prompts
+from memoryscope.models.base import ChatMessage
 from memoryscope.text import clean_model_text
-from memoryscope.worker import LLMWorkerParams, Worker, register_worker
+from memoryscope.worker import LLMWorker, LLMWorkerParams, register_worker
 from memoryscope.workers._consolidation import (
     NONE_WORDS,
-    ask_in_chunks,
     chunks_within_budget,
     estimate_tokens,
     json_items,
@@ -29,7 +25,6 @@ from memoryscope.workers._consolidation import (
     mentions_time,
     normalise,
     observation_id,
-    require_model,
     subject_name,
     truncate_middle,
 )
@@ -76,7 +71,7 @@ class _Outcome:
 
 
 @register_worker("get_observation")
-class GetObservationWorker(Worker):
+class GetObservationWorker(LLMWorker):
     """Write `observations`: facts about the user from the `informative_messages` that have no
     time expression (those with one are `get_observation_with_time`'s).
 
@@ -95,22 +90,14 @@ class GetObservationWorker(Worker):
 
     reads: ClassVar[tuple[str, ...]] = ("informative_messages",)
     writes: ClassVar[tuple[str, ...]] = ("observations",)
-    needs_generation_model: ClassVar[bool] = True
     prompt_name: ClassVar[str] = "get_observation"
+    expected_format: ClassVar[dict[str, str]] = _EXPECTED_FORMAT
+    answer_name: ClassVar[str] = "observations"
 
     class Params(ObservationParams):
         pass
 
     params: ObservationParams
-
-    def bind(self, env: Env) -> None:
-        where = f"worker.{self.name}"
-        self._model: GenerationModel | None = env.generation_model(
-            self.params.generation_model, f"{where}.generation_model", self.params.generation_model_kwargs
-        )
-        self._language: str = env.settings.language
-        self._zone: ZoneInfo = env.settings.tzinfo
-        self._prompts = load_prompts(self.prompt_name, self._language)
 
     def run(self, ctx: MemoryContext) -> None:
         messages = [node for node in ctx.informative_messages if self.selects(node)]
@@ -141,9 +128,6 @@ class GetObservationWorker(Worker):
         """When the fact happened, and notes for `meta`; facts from timeless messages have none."""
         return None, {}
 
-    def expected_format(self) -> str:
-        return _EXPECTED_FORMAT.get(self._language, _EXPECTED_FORMAT["en"])
-
     def said_at(self, message: MemoryNode) -> str:
         """When `message` was said, as the prompts show it: `2024-10-26 21:26:20 Sat`."""
         return format_time(local_time(message, self._zone), self._language)
@@ -155,7 +139,6 @@ class GetObservationWorker(Worker):
 
     def _extract(self, ctx: MemoryContext, messages: Sequence[MemoryNode]) -> _Outcome:
         outcome = _Outcome()
-        model = require_model(self._model, self.name, self.params.generation_model)
         speaker = subject_name(ctx)
         lines = [self.line(0, message, speaker) for message in messages]
         fixed = estimate_tokens(self._prompts["system"]) + estimate_tokens(self._prompts["user"]) + 8 * len(speaker)
@@ -163,17 +146,10 @@ class GetObservationWorker(Worker):
 
         def build(chunk: Sequence[int]) -> list[ChatMessage]:
             numbered = [self.line(position, messages[index], speaker) for position, index in enumerate(chunk, start=1)]
-            values = {"user": speaker, "count": len(chunk), "messages": "\n".join(numbered)}
-            return [
-                ChatMessage("system", self._prompts["system"].format(**values)),
-                ChatMessage("user", self._prompts["user"].format(**values)),
-            ]
+            return self.prompt_messages(user=speaker, count=len(chunk), messages="\n".join(numbered))
 
-        answers = ask_in_chunks(
-            model, chunks, build, parse_observations,
-            expected_format=self.expected_format(), language=self._language, what="observations",
-        )  # fmt: skip
-        for chunk, items in answers:
+        for chunk in chunks:
+            items = self.ask(build(chunk), parse_observations)
             if items is None:
                 outcome.unreadable_message_ids += [messages[index].memory_id for index in chunk]
                 continue

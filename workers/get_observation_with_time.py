@@ -43,6 +43,7 @@ class GetObservationWithTimeWorker(GetObservationWorker):
 
     writes: ClassVar[tuple[str, ...]] = ("timed_observations",)
     prompt_name: ClassVar[str] = "get_observation_with_time"
+    expected_format: ClassVar[dict[str, str]] = _EXPECTED_FORMAT
 
     class Params(ObservationParams):
         use_llm_time_fallback: bool = Field(
@@ -60,9 +61,6 @@ class GetObservationWithTimeWorker(GetObservationWorker):
     def line(self, number: int, message: MemoryNode, speaker: str) -> str:
         colon = "：" if self._language == "zh" else ": "
         return f"{number} [{self.said_at(message)}] {speaker}{colon}{self._text(message)}"
-
-    def expected_format(self) -> str:
-        return _EXPECTED_FORMAT.get(self._language, _EXPECTED_FORMAT["en"])
 
     def event_time(self, message: MemoryNode, llm_time: str) -> tuple[datetime | None, dict[str, Any]]:
         reference = local_time(message, self._zone)

@@ -4,19 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, ClassVar
-from zoneinfo import ZoneInfo
 
 from pydantic import AliasChoices, Field
 
 from memoryscope.context import MemoryContext
-from memoryscope.env import Env
-from memoryscope.llm_output import ask, item_field, iter_json, labelled, reply_lines
+from memoryscope.llm_output import item_field, iter_json, labelled, reply_lines
 from memoryscope.memory import MemoryNode
-from memoryscope.models.base import ChatMessage, GenerationModel
-from memoryscope.prompts import load_prompts
-from memoryscope.worker import LLMWorkerParams, Worker, register_worker
+from memoryscope.worker import LLMWorkerParams, register_worker
 
-from ._insight import clean_value, fit_in_budget, is_unknown, normalize_key, person, require_model
+from ._insight import ReflectionWorker, clean_value, fit_in_budget, is_unknown, normalize_key, person
 
 __all__ = ["GetReflectionSubjectWorker", "parse_subjects"]
 
@@ -29,7 +25,7 @@ _NAME_KEYS = ("subject", "attribute", "key", "name", "属性")
 
 
 @register_worker("get_reflection_subject")
-class GetReflectionSubjectWorker(Worker):
+class GetReflectionSubjectWorker(ReflectionWorker):
     """Set `insight_subjects`: new attributes of the person ("hobby", "job", "爱好") to learn.
 
     Runs by trigger only when at least `reflect_obs_cnt_threshold` observations wait to be reflected
@@ -46,7 +42,9 @@ class GetReflectionSubjectWorker(Worker):
 
     reads: ClassVar[tuple[str, ...]] = ("unreflected_observations", "insights")
     writes: ClassVar[tuple[str, ...]] = ("insight_subjects",)
-    needs_generation_model: ClassVar[bool] = True
+    prompt_name: ClassVar[str] = "get_reflection_subject"
+    expected_format: ClassVar[str] = _FORMAT
+    answer_name: ClassVar[str] = "subject list"
 
     class Params(LLMWorkerParams):
         generation_model: str = Field("generation_model", description="Key under `model:` of the LLM that names the subjects.")
@@ -65,15 +63,6 @@ class GetReflectionSubjectWorker(Worker):
 
     params: Params
 
-    def bind(self, env: Env) -> None:
-        self._where = f"worker.{self.name}.generation_model"
-        self._model: GenerationModel | None = env.generation_model(
-            self.params.generation_model, self._where, self.params.generation_model_kwargs
-        )
-        self._language: str = env.settings.language
-        self._zone: ZoneInfo = env.settings.tzinfo
-        self._prompt = load_prompts("get_reflection_subject", self._language)
-
     def run(self, ctx: MemoryContext) -> None:
         observations = ctx.unreflected_observations
         # the threshold gates automatic runs; a run asked for now reflects on whatever waits
@@ -83,20 +72,15 @@ class GetReflectionSubjectWorker(Worker):
             ctx.details[self.name] = {"observations": len(observations), "subjects": []}
             ctx.stop(f"only {len(observations)} new observations; reflecting at {threshold}")
             return
-        model = require_model(self._model, self._where)
         existing = [node.key for node in ctx.insights if node.key.strip()]
         shown = self._observation_lines(observations)
-        values = {
-            "person": person(ctx),
-            "max_subjects": self.params.max_subjects,
-            "existing": _LIST_SEPARATOR.get(self._language, ", ").join(existing) or _NOTHING.get(self._language, "(none)"),
-            "observations": "\n".join(shown),
-        }
-        messages = [
-            ChatMessage("system", self._prompt["system"].format(**values)),
-            ChatMessage("user", self._prompt["user"].format(**values)),
-        ]
-        proposed = ask(model, messages, parse_subjects, expected_format=_FORMAT, language=self._language, what="subject list")
+        messages = self.prompt_messages(
+            person=person(ctx),
+            max_subjects=self.params.max_subjects,
+            existing=_LIST_SEPARATOR.get(self._language, ", ").join(existing) or _NOTHING.get(self._language, "(none)"),
+            observations="\n".join(shown),
+        )
+        proposed = self.ask(messages, parse_subjects)
         subjects = self._new_subjects(proposed or [], existing)
         ctx.insight_subjects = tuple(subjects)
         details: dict[str, Any] = {"observations": len(observations), "shown": len(shown), "subjects": subjects}

@@ -6,7 +6,6 @@ import logging
 import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
-from zoneinfo import ZoneInfo
 
 from pydantic import Field, field_validator
 
@@ -24,19 +23,10 @@ from memoryscope.message_retries import (
     pending_filter,
     pending_messages,
 )
-from memoryscope.models.base import ChatMessage, GenerationModel
-from memoryscope.prompts import load_prompts
+from memoryscope.models.base import ChatMessage
 from memoryscope.stores.base import MemoryStore
-from memoryscope.worker import LLMWorkerParams, Worker, register_worker
-from memoryscope.workers._consolidation import (
-    ask_in_chunks,
-    chunks_within_budget,
-    estimate_tokens,
-    json_items,
-    require_model,
-    shown_line,
-    subject_name,
-)
+from memoryscope.worker import LLMWorker, LLMWorkerParams, register_worker
+from memoryscope.workers._consolidation import chunks_within_budget, estimate_tokens, json_items, shown_line, subject_name
 
 __all__ = ["InfoFilterWorker", "parse_scores"]
 
@@ -64,7 +54,7 @@ _EXPECTED_FORMAT = {
 
 
 @register_worker("info_filter")
-class InfoFilterWorker(Worker):
+class InfoFilterWorker(LLMWorker):
     """Load the pending conversation memories and score the user's ones for information.
 
     Pending means `reflected=False` (not consolidated yet), of this user, target and workspace:
@@ -87,7 +77,9 @@ class InfoFilterWorker(Worker):
 
     reads: ClassVar[tuple[str, ...]] = ("user_name", "target_name", "workspace", "retry_failed")
     writes: ClassVar[tuple[str, ...]] = ("pending_messages", "informative_messages")
-    needs_generation_model: ClassVar[bool] = True
+    prompt_name: ClassVar[str] = "info_filter"
+    expected_format: ClassVar[dict[str, str]] = _EXPECTED_FORMAT
+    answer_name: ClassVar[str] = "message scores"
 
     class Params(LLMWorkerParams):
         generation_model: str = Field("generation_model", description="Key under `model:` of the LLM that scores messages.")
@@ -140,14 +132,8 @@ class InfoFilterWorker(Worker):
     params: Params
 
     def bind(self, env: Env) -> None:
-        where = f"worker.{self.name}"
-        self._store: MemoryStore = env.require_store(where)
-        self._model: GenerationModel | None = env.generation_model(
-            self.params.generation_model, f"{where}.generation_model", self.params.generation_model_kwargs
-        )
-        self._language: str = env.settings.language
-        self._zone: ZoneInfo = env.settings.tzinfo
-        self._prompts = load_prompts("info_filter", self._language)
+        self._store: MemoryStore = env.require_store(f"worker.{self.name}")
+        super().bind(env)
 
     def run(self, ctx: MemoryContext) -> None:
         pending = self._pending(ctx)
@@ -210,7 +196,6 @@ class InfoFilterWorker(Worker):
     def _scores(self, ctx: MemoryContext, users: Sequence[MemoryNode]) -> tuple[dict[str, int], set[str], int]:
         """memory_id → score for the messages the model scored, the ids of those whose answer
         stayed unreadable, and how many chunks were asked."""
-        model = require_model(self._model, self.name, self.params.generation_model)
         name = subject_name(ctx)
         lines = [
             shown_line(0, node, self._language, self._zone, speaker=name, max_chars=self.params.info_filter_msg_max_size)
@@ -227,24 +212,12 @@ class InfoFilterWorker(Worker):
                 )
                 for position, index in enumerate(chunk, start=1)
             ]  # fmt: skip
-            values = {"user": name, "count": len(chunk), "sentences": "\n".join(numbered)}
-            return [
-                ChatMessage("system", self._prompts["system"].format(**values)),
-                ChatMessage("user", self._prompts["user"].format(**values)),
-            ]
+            return self.prompt_messages(user=name, count=len(chunk), sentences="\n".join(numbered))
 
         scores: dict[str, int] = {}
         unreadable: set[str] = set()
-        answers = ask_in_chunks(
-            model,
-            chunks,
-            build,
-            lambda reply: parse_scores(reply) or None,
-            expected_format=_EXPECTED_FORMAT.get(self._language, _EXPECTED_FORMAT["en"]),
-            language=self._language,
-            what="message scores",
-        )
-        for chunk, answer in answers:
+        for chunk in chunks:
+            answer = self.ask(build(chunk), lambda reply: parse_scores(reply) or None)
             if answer is None:
                 unreadable.update(users[index].memory_id for index in chunk)
                 continue

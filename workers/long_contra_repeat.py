@@ -5,23 +5,20 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
-from zoneinfo import ZoneInfo
 
 import numpy as np
 from pydantic import Field
 
 from memoryscope.context import MemoryContext
 from memoryscope.env import Env
-from memoryscope.llm_output import as_number, ask, item_field, relation, relation_and_number, reply_lines
+from memoryscope.llm_output import as_number, item_field, relation, relation_and_number, reply_lines
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType, utc_now
-from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.models.token_count import count_tokens
-from memoryscope.prompts import load_prompts
 from memoryscope.stores.base import MemoryFilter, MemoryStore, SearchMode
-from memoryscope.worker import LLMWorkerParams, Worker, register_worker
+from memoryscope.worker import LLMWorkerParams, register_worker
 from memoryscope.workers._consolidation import json_items
 
-from ._insight import is_unknown, person, require_model
+from ._insight import ReflectionWorker, is_unknown, person
 
 __all__ = ["LongContraRepeatWorker", "parse_judgments", "CONTRADICTION", "REPEAT"]
 
@@ -38,7 +35,7 @@ _NEW_NUMBER = re.compile(r"(?:new(?:\s+fact)?\s*)?[<\[(]?\s*N?(\d{1,6})(?!\d)\s*
 
 
 @register_worker("long_contra_repeat")
-class LongContraRepeatWorker(Worker):
+class LongContraRepeatWorker(ReflectionWorker):
     """Set `expired_memories`: older valid memories that a new fact contradicts or repeats.
 
     New facts are the `updated_insights` (first) and the `unreflected_observations` (newest
@@ -58,7 +55,9 @@ class LongContraRepeatWorker(Worker):
     # Kept and added to when an earlier step expired memories already.
     optional_reads: ClassVar[tuple[str, ...]] = ("expired_memories",)
     writes: ClassVar[tuple[str, ...]] = ("expired_memories",)
-    needs_generation_model: ClassVar[bool] = True
+    prompt_name: ClassVar[str] = "long_contra_repeat"
+    expected_format: ClassVar[str] = _FORMAT
+    answer_name: ClassVar[str] = "contradiction judgments"
 
     class Params(LLMWorkerParams):
         generation_model: str = Field("generation_model", description="Key under `model:` of the LLM that judges.")
@@ -78,17 +77,11 @@ class LongContraRepeatWorker(Worker):
     params: Params
 
     def bind(self, env: Env) -> None:
+        super().bind(env)
         where = f"worker.{self.name}"
-        self._model_where = f"{where}.generation_model"
-        self._model: GenerationModel | None = env.generation_model(
-            self.params.generation_model, self._model_where, self.params.generation_model_kwargs
-        )
         self._enabled: bool = env.settings.enable_long_contra_repeat
         self._store: MemoryStore = env.require_store(where)
         self._embedder = env.query_embedding_model(self.params.embedding_model, f"{where}.embedding_model")
-        self._language: str = env.settings.language
-        self._zone: ZoneInfo = env.settings.tzinfo
-        self._prompt = load_prompts("long_contra_repeat", self._language)
 
     def run(self, ctx: MemoryContext) -> None:
         earlier = ctx.expired_memories
@@ -107,26 +100,13 @@ class LongContraRepeatWorker(Worker):
         details.update(checked=len(facts), compared=len(olds))
         if not olds:
             return
-        model = require_model(self._model, self._model_where)
-        who = person(ctx)
-        values = {
-            "person": who,
-            "new_facts": "\n".join(self._line(f"N{number}", node) for number, node in enumerate(facts, start=1)),
-            "old_memories": "\n".join(self._line(str(number), node) for number, node in enumerate(olds, start=1)),
-        }
-        messages = [
-            ChatMessage("system", self._prompt["system"].format(**values)),
-            ChatMessage("user", self._prompt["user"].format(**values)),
-        ]
-        details["calls"] = 1
-        judgments = ask(
-            model,
-            messages,
-            lambda reply: parse_judgments(reply, len(olds), len(facts)),
-            expected_format=_FORMAT,
-            language=self._language,
-            what="contradiction judgments",
+        messages = self.prompt_messages(
+            person=person(ctx),
+            new_facts="\n".join(self._line(f"N{number}", node) for number, node in enumerate(facts, start=1)),
+            old_memories="\n".join(self._line(str(number), node) for number, node in enumerate(olds, start=1)),
         )
+        details["calls"] = 1
+        judgments = self.ask(messages, lambda reply: parse_judgments(reply, len(olds), len(facts)))
         if judgments is None:
             details["unreadable"] = True
             return

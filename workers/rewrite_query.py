@@ -14,12 +14,10 @@ from typing import ClassVar
 from pydantic import Field
 
 from memoryscope.context import MemoryContext, Message
-from memoryscope.env import Env
 from memoryscope.errors import ModelError
 from memoryscope.llm_output import strip_markup
-from memoryscope.models.base import ChatMessage, GenerationModel
-from memoryscope.prompts import load_prompts
-from memoryscope.worker import LLMWorkerParams, register_worker
+from memoryscope.models.base import GenerationModel
+from memoryscope.worker import LLMWorker, LLMWorkerParams, register_worker
 from memoryscope.workers._consolidation import truncate_middle
 from memoryscope.workers.set_query import SetQueryWorker
 
@@ -47,7 +45,7 @@ _NO_REWRITE = re.compile(
 
 
 @register_worker("rewrite_query")
-class RewriteQueryWorker(SetQueryWorker):
+class RewriteQueryWorker(LLMWorker, SetQueryWorker):
     """Do what `set_query` does, then rewrite a follow-up that leans on `chat_history`.
 
     "And what about her?" means nothing to retrieval on its own. When the caller gives the
@@ -62,6 +60,8 @@ class RewriteQueryWorker(SetQueryWorker):
 
     reads: ClassVar[tuple[str, ...]] = (*SetQueryWorker.reads, "chat_history")
     writes: ClassVar[tuple[str, ...]] = SetQueryWorker.writes
+    needs_generation_model: ClassVar[bool] = False  # without its LLM it is plain `set_query`
+    prompt_name: ClassVar[str] = "rewrite_query"
 
     class Params(SetQueryWorker.Params, LLMWorkerParams):
         generation_model: str = Field(
@@ -73,17 +73,11 @@ class RewriteQueryWorker(SetQueryWorker):
 
     params: Params
 
-    def bind(self, env: Env) -> None:
-        super().bind(env)
-        self._language: str = env.settings.language
-        self._model: GenerationModel | None = None
-        if self.params.rewrite_history_count > 0:
-            where = f"worker.{self.name}.generation_model"
-            self._model = env.generation_model(self.params.generation_model, where, self.params.generation_model_kwargs)
-        self._prompts = load_prompts("rewrite_query", self._language) if self._model is not None else {}
+    def llm_enabled(self) -> bool:
+        return self.params.rewrite_history_count > 0
 
     def run(self, ctx: MemoryContext) -> None:
-        super().run(ctx)
+        SetQueryWorker.run(self, ctx)  # named: `super()` is LLMWorker here, which leaves `run` to its workers
         if self._model is None or not ctx.query:
             return
         history = self._history_lines(ctx)
@@ -113,10 +107,7 @@ class RewriteQueryWorker(SetQueryWorker):
 
     def _ask(self, model: GenerationModel, query: str, history: list[str]) -> str | None:
         """The standalone question, or None to keep `query` (the reason is logged)."""
-        messages = [
-            ChatMessage("system", self._prompts["system"]),
-            ChatMessage("user", self._prompts["user"].format(history="\n".join(history), query=query)),
-        ]
+        messages = self.prompt_messages(history="\n".join(history), query=query)
         try:
             reply = model.chat(messages)
         except ModelError as error:

@@ -7,23 +7,21 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 from typing import Any, ClassVar
-from zoneinfo import ZoneInfo
 
 import numpy as np
 from pydantic import Field
 
 from memoryscope.context import MemoryContext
 from memoryscope.env import Env
-from memoryscope.llm_output import ask
 from memoryscope.memory import MemoryNode, MemoryType, utc_now
-from memoryscope.models.base import ChatMessage, GenerationModel, RankModel
+from memoryscope.models.base import ChatMessage, RankModel
 from memoryscope.models.token_count import count_tokens
-from memoryscope.prompts import load_prompts
 from memoryscope.text import content_words
-from memoryscope.worker import LLMWorkerParams, Worker, register_worker
+from memoryscope.worker import LLMWorkerParams, register_worker
 
 from ._insight import (
     MAX_VALUE_CHARS,
+    ReflectionWorker,
     cap_value,
     clean_value,
     insight_id,
@@ -33,7 +31,6 @@ from ._insight import (
     parse_values,
     person,
     render_insight,
-    require_model,
     strip_key,
 )
 
@@ -55,7 +52,7 @@ class _Subject:
 
 
 @register_worker("update_insight")
-class UpdateInsightWorker(Worker):
+class UpdateInsightWorker(ReflectionWorker):
     """Set `updated_insights`: new insights, and existing ones whose value changed.
 
     Subjects are the new `insight_subjects` and the keys of the existing `insights`. For each,
@@ -86,7 +83,9 @@ class UpdateInsightWorker(Worker):
 
     reads: ClassVar[tuple[str, ...]] = ("unreflected_observations", "insights", "insight_subjects")
     writes: ClassVar[tuple[str, ...]] = ("updated_insights",)
-    needs_generation_model: ClassVar[bool] = True
+    prompt_name: ClassVar[str] = "update_insight"
+    expected_format: ClassVar[str] = _FORMAT
+    answer_name: ClassVar[str] = "insight values"
 
     class Params(LLMWorkerParams):
         generation_model: str = Field("generation_model", description="Key under `model:` of the LLM that gives the values.")
@@ -112,18 +111,12 @@ class UpdateInsightWorker(Worker):
     params: Params
 
     def bind(self, env: Env) -> None:
+        super().bind(env)
         where = f"worker.{self.name}"
-        self._model_where = f"{where}.generation_model"
-        self._model: GenerationModel | None = env.generation_model(
-            self.params.generation_model, self._model_where, self.params.generation_model_kwargs
-        )
         self._ranker: RankModel | None = None
         if env.settings.enable_ranker and self.params.rank_model is not None:
             self._ranker = env.rank_model(self.params.rank_model, f"{where}.rank_model")
         self._embedder = env.query_embedding_model(self.params.embedding_model, f"{where}.embedding_model")
-        self._language: str = env.settings.language
-        self._zone: ZoneInfo = env.settings.tzinfo
-        self._prompt = load_prompts("update_insight", self._language)
 
     def run(self, ctx: MemoryContext) -> None:
         observations = ctx.unreflected_observations
@@ -135,7 +128,7 @@ class UpdateInsightWorker(Worker):
         if not subjects or not observations:
             details["without_evidence"] = [subject.key for subject in subjects]
             return
-        model = require_model(self._model, self._model_where)
+        self.require_model()  # before the embedder and the ranker are called
         who = person(ctx)
         chosen = self._choose(subjects, observations)
         details["without_evidence"] = [s.key for s in subjects if s.key not in {c.key for c in chosen}]
@@ -143,14 +136,7 @@ class UpdateInsightWorker(Worker):
         now = utc_now()
         for batch in self._batches(chosen, who):
             details["calls"] += 1
-            values = ask(
-                model,
-                self._messages(batch, who),
-                partial(parse_values, keys=[subject.key for subject in batch]),
-                expected_format=_FORMAT,
-                language=self._language,
-                what="insight values",
-            )
+            values = self.ask(self._messages(batch, who), partial(parse_values, keys=[subject.key for subject in batch]))
             for number, subject in enumerate(batch, start=1):
                 value = None if values is None else values.get(number)
                 node = self._node(ctx, who, subject, value, now, details)
@@ -214,8 +200,8 @@ class UpdateInsightWorker(Worker):
     def _batches(self, subjects: Sequence[_Subject], who: str) -> list[list[_Subject]]:
         """Subjects grouped so that each call's prompt (its subjects and the union of their
         observations) stays within the token budget; one call when everything fits."""
-        fixed = count_tokens(self._prompt["system"].format(person=who))
-        fixed += count_tokens(self._prompt["user"].format(person=who, observations="", subjects=""))
+        fixed = count_tokens(self._prompts["system"].format(person=who))
+        fixed += count_tokens(self._prompts["user"].format(person=who, observations="", subjects=""))
         budget = max(self.params.max_prompt_tokens - fixed, 1)
         batches: list[list[_Subject]] = []
         shown: set[str] = set()
@@ -246,15 +232,12 @@ class UpdateInsightWorker(Worker):
             self._subject_line(number, subject, ", ".join(label[node.memory_id] for node in subject.observations))
             for number, subject in enumerate(batch, start=1)
         )
-        return [
-            ChatMessage("system", self._prompt["system"].format(person=who)),
-            ChatMessage("user", self._prompt["user"].format(person=who, observations=observations, subjects=subjects)),
-        ]
+        return self.prompt_messages(person=who, observations=observations, subjects=subjects)
 
     def _subject_line(self, number: int, subject: _Subject, evidence: str) -> str:
         current = subject.existing.value if subject.existing is not None and subject.existing.value else ""
-        value = current or self._prompt["no_value"]
-        return self._prompt["subject"].format(number=number, key=subject.key, value=value, evidence=evidence)
+        value = current or self._prompts["no_value"]
+        return self._prompts["subject"].format(number=number, key=subject.key, value=value, evidence=evidence)
 
     def _shown(self, node: MemoryNode) -> str:
         return node.format(self._language, self._zone)
