@@ -40,7 +40,16 @@ setup(
         "elasticsearch": ["elasticsearch>=8.13,<9"],
         "dashscope": ["dashscope>=1.20", "llama-index-llms-dashscope>=0.3"],
         "bench": ["matplotlib>=3.7"],
-        "dev": ["elasticsearch>=8.13,<9", "pytest>=8", "pytest-timeout>=2.3", "ruff>=0.6", "mypy>=1.10", "types-PyYAML", "types-requests"],
+        "dev": [
+            "elasticsearch>=8.13,<9",
+            "pytest>=8",
+            "pytest-timeout>=2.3",
+            "ruff>=0.6",
+            "mypy>=1.10",
+            "types-PyYAML",
+            "types-requests",
+            "setuptools>=70.1",  # builds tests/example_worker_project offline
+        ],
     },
     entry_points={"console_scripts": ["memoryscope=memoryscope.cli:main"]},
 )

@@ -20,6 +20,7 @@ from memoryscope import __version__
 from memoryscope.cli_history import add_history_commands
 from memoryscope.cli_memory import add_memory_commands
 from memoryscope.cli_status import add_status_commands
+from memoryscope.cli_workers import add_workers_commands
 from memoryscope.compat.flags import is_flag_form, parse_flags
 from memoryscope.errors import MemoryScopeError
 from memoryscope.transfer.commands import add_transfer_commands
@@ -93,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     add_transfer_commands(commands)
     add_history_commands(commands)
     add_status_commands(commands)
+    add_workers_commands(commands)
     return parser
 
 
