@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 from memoryscope.history import MemoryChange
 
 if TYPE_CHECKING:
-    from memoryscope.stores.elasticsearch_store import ElasticsearchMemoryStore
+    from memoryscope.stores._es_index import EsIndex
 
-__all__ = ["record", "forget_content", "query", "history_index"]
+__all__ = ["record", "forget_content", "query", "HISTORY_MAPPINGS"]
 
 _KEYWORDS = ("memory_id", "user_name", "target_name", "workspace", "action", "operation", "run_id")
 HISTORY_MAPPINGS: dict[str, Any] = {
@@ -29,53 +29,45 @@ HISTORY_MAPPINGS: dict[str, Any] = {
 }
 
 
-def history_index(store: ElasticsearchMemoryStore) -> str:
-    return f"{store.index_name}-history"
-
-
-def record(store: ElasticsearchMemoryStore, changes: Iterable[MemoryChange]) -> None:
+def record(index: EsIndex, changes: Iterable[MemoryChange]) -> None:
     documents = [{**change.to_dict(), "seq": time.time_ns() + position} for position, change in enumerate(changes)]
     if not documents:
         return
-    _ensure_index(store)
+    _ensure_index(index)
     lines: list[dict[str, Any]] = []
     for document in documents:
         lines += [{"index": {"_id": f"{document['seq']}:{document['memory_id']}"}}, document]
-    store._bulk(lines, "recording history", index=history_index(store))
+    index.bulk(lines, "recording history", target=index.history_name)
 
 
-def forget_content(store: ElasticsearchMemoryStore, memory_ids: Sequence[str]) -> None:
+def forget_content(index: EsIndex, memory_ids: Sequence[str]) -> None:
     """Deleted memories: their earlier changes keep what happened and when, not what they said."""
     if not memory_ids:
         return
-    _ensure_index(store)
-    hits = _search(store, {"bool": {"filter": [{"terms": {"memory_id": list(memory_ids)}}]}}, size=10_000)
+    _ensure_index(index)
+    hits = _search(index, {"bool": {"filter": [{"terms": {"memory_id": list(memory_ids)}}]}}, size=10_000)
     lines: list[dict[str, Any]] = []
     for hit in hits:
         lines += [{"update": {"_id": hit["_id"]}}, {"doc": {"before": None, "after": None}}]
     if lines:
-        store._bulk(lines, "forgetting deleted content", index=history_index(store))
+        index.bulk(lines, "forgetting deleted content", target=index.history_name)
 
 
-def query(
-    store: ElasticsearchMemoryStore, *, memory_id: str | None, user_name: str | None, run_id: str | None, limit: int
-) -> list[MemoryChange]:
-    _ensure_index(store)
+def query(index: EsIndex, *, memory_id: str | None, user_name: str | None, run_id: str | None, limit: int) -> list[MemoryChange]:
+    _ensure_index(index)
     terms = [{"term": {name: value}} for name, value in (("memory_id", memory_id), ("user_name", user_name), ("run_id", run_id))
              if value is not None]  # fmt: skip
-    hits = _search(store, {"bool": {"filter": terms}} if terms else {"match_all": {}}, size=limit)
+    hits = _search(index, {"bool": {"filter": terms}} if terms else {"match_all": {}}, size=limit)
     return [_change(hit["_source"]) for hit in hits]
 
 
-def _search(store: ElasticsearchMemoryStore, query: dict[str, Any], size: int) -> list[dict[str, Any]]:
-    with store._calling("reading history"):
-        response = store._client.search(index=history_index(store), query=query, sort=[{"seq": "asc"}], size=size)
-    hits: list[dict[str, Any]] = response["hits"]["hits"]
-    return hits
+def _search(index: EsIndex, query: dict[str, Any], size: int) -> list[dict[str, Any]]:
+    body = {"query": query, "sort": [{"seq": "asc"}], "size": size}
+    return index.search(body, "reading history", target=index.history_name)
 
 
-def _ensure_index(store: ElasticsearchMemoryStore) -> None:
-    store.ensure_side_index(history_index(store), HISTORY_MAPPINGS, "history")
+def _ensure_index(index: EsIndex) -> None:
+    index.ensure_companion(index.history_name, HISTORY_MAPPINGS, "history")
 
 
 def _change(source: dict[str, Any]) -> MemoryChange:

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any
 
 from memoryscope.errors import StoreError
 from memoryscope.progress import Progress
-from memoryscope.stores import _es_connection as connection
 from memoryscope.stores import _es_queries as queries
 from memoryscope.stores._es_metadata import (
     FILL_COMMAND,
@@ -41,6 +40,7 @@ from memoryscope.stores._es_metadata import (
 from memoryscope.text import KEYWORD_TEXT_VERSION, keyword_text
 
 if TYPE_CHECKING:
+    from memoryscope.stores._es_index import EsIndex
     from memoryscope.stores.elasticsearch_store import ElasticsearchMemoryStore
 
 __all__ = [
@@ -95,7 +95,7 @@ def bulk_fill_update_lines(updates: Sequence[tuple[str, dict[str, Any], int, int
     return lines
 
 
-def upgrade_index(store: ElasticsearchMemoryStore, mappings: dict[str, Any], *, warn: bool = True) -> set[str]:
+def upgrade_index(index: EsIndex, mappings: dict[str, Any], *, warn: bool = True) -> set[str]:
     """Add `keywords` and `meta_index` to the indices behind the store's name (`mappings`, as
     get-mapping answers) that lack them. Returns the fields some documents may lack or hold
     outdated (empty: every document has both as they are made now); with `warn`, one warning
@@ -106,22 +106,22 @@ def upgrade_index(store: ElasticsearchMemoryStore, mappings: dict[str, Any], *, 
         meta = mapping.get("_meta") or {}
         missing = [name for name in _DERIVED if name not in (mapping.get("properties") or {})]
         if missing:
-            model, dimension = _recorded(store, concrete, meta)
+            model, dimension = _recorded(index, concrete, meta)
             body = upgrade_mapping_body(embedding_model=model, dimension=dimension, meta=meta, missing=missing)
-            store.client.indices.put_mapping(index=concrete, body=body)
+            index.client.indices.put_mapping(index=concrete, body=body)
             logger.info("index %r: added %s", concrete, ", ".join(map(repr, missing)))
         if meta.get("keyword_text_version") != KEYWORD_TEXT_VERSION:
             stale[queries.KEYWORDS_FIELD].append(concrete)
         if not metadata_filled(mapping):
             stale[META_INDEX_FIELD].append(concrete)
     if warn and stale[queries.KEYWORDS_FIELD]:
-        logger.warning("%s", store._where(
+        logger.warning("%s", index.where(
             f"memories written to {', '.join(map(repr, stale[queries.KEYWORDS_FIELD]))} by an older MemoryScope are not "
             f"found by keyword search until their {queries.KEYWORDS_FIELD!r} field is filled: run `{FILL_COMMAND}` once "
             "(in place; nothing is embedded again)"
         ))  # fmt: skip
     if warn and stale[META_INDEX_FIELD]:
-        logger.warning("%s", store._where(
+        logger.warning("%s", index.where(
             f"memories written to {', '.join(map(repr, stale[META_INDEX_FIELD]))} by an older MemoryScope have no "
             f"{META_INDEX_FIELD!r} objects yet, so metadata filters are refused until `{FILL_COMMAND}` has run once "
             "(in place; nothing is embedded again)"
@@ -129,7 +129,7 @@ def upgrade_index(store: ElasticsearchMemoryStore, mappings: dict[str, Any], *, 
     return {name for name, indices in stale.items() if indices}
 
 
-def fill_keywords(store: ElasticsearchMemoryStore, batch_size: int, progress: Progress | None = None) -> int:
+def fill_keywords(store: ElasticsearchMemoryStore, index: EsIndex, batch_size: int, progress: Progress | None = None) -> int:
     """Set `keywords` and `meta_index` of every memory whose stored ones are missing or outdated;
     how many memories were set. Nothing is read when the index's `_meta` records that every
     memory has the current ones."""
@@ -138,34 +138,29 @@ def fill_keywords(store: ElasticsearchMemoryStore, batch_size: int, progress: Pr
         limit = queries.MAX_RESULT_WINDOW
         raise StoreError(f"fill_keywords: batch_size must be an integer from 1 to {limit}, got {batch_size!r}")
     store.ensure_index()
-    with store._calling("reading the mapping"):
-        mappings = store.client.indices.get_mapping(index=store.index_name).body
-        stale = upgrade_index(store, mappings, warn=False)
+    with index.calling("reading the mapping"):
+        mappings = index.client.indices.get_mapping(index=index.name).body
+        stale = upgrade_index(index, mappings, warn=False)
     if not stale:
         progress.note(f"every memory already has its {_FILLED_WHAT}; nothing to fill")
         return 0
-    with store._calling("counting memories"):
-        total = int(store.client.count(index=store.index_name)["count"])
+    total = index.count("counting memories")
     progress.start("fill keywords", total)
     filled = 0
     failed: dict[str, str] = {}
     after: str | None = None
     while True:
-        hits = store._search(fill_page_body(size=batch_size, after_id=after), "reading memories to fill keywords")
+        hits = index.search(fill_page_body(size=batch_size, after_id=after), "reading memories to fill keywords")
         updates = []
         for hit in hits:
             fields = _outdated_fields(hit["_source"])
             if fields:
                 updates.append((hit["_id"], fields, int(hit["_seq_no"]), int(hit["_primary_term"])))
         if updates:
-            items = store._bulk(bulk_fill_update_lines(updates), "filling keywords")
-            for (memory_id, *_), item in zip(updates, items, strict=True):
-                result = item.get("update", {})
-                error = result.get("error")
-                if error is None:
-                    filled += 1
-                elif not (isinstance(error, dict) and error.get("type") in _SKIPPED):
-                    failed[memory_id] = connection.item_reason(result)
+            ids = [memory_id for memory_id, *_ in updates]
+            results = index.bulk_results(ids, bulk_fill_update_lines(updates), "filling keywords")
+            filled += sum(1 for _, result in results if result.get("error") is None)
+            failed.update(index.failures([(memory_id, result) for memory_id, result in results if not _skipped(result)]))
         progress.advance(len(hits))
         if len(hits) < batch_size:
             break
@@ -173,16 +168,16 @@ def fill_keywords(store: ElasticsearchMemoryStore, batch_size: int, progress: Pr
     progress.finish()
     if failed:
         shown = "; ".join(f"{memory_id}: {reason}" for memory_id, reason in list(failed.items())[:10])
-        raise StoreError(store._where(
+        raise StoreError(index.where(
             f"filling keywords: {len(failed)} memories failed ({shown}); {filled} were filled. Run `{FILL_COMMAND}` again"
         ))  # fmt: skip
-    with store._calling("recording the keyword text and metadata index versions"):
+    with index.calling("recording the keyword text and metadata index versions"):
         for concrete, entry in sorted(mappings.items()):
             meta = (entry.get("mappings") or {}).get("_meta") or {}
-            model, dimension = _recorded(store, concrete, meta)
+            model, dimension = _recorded(index, concrete, meta)
             done = queries.index_meta(embedding_model=model, dimension=dimension, keywords_filled=True, metadata_filled=True)
-            store.client.indices.put_mapping(index=concrete, body={"_meta": done})
-    store._metadata_filled = True
+            index.client.indices.put_mapping(index=concrete, body={"_meta": done})
+    index.metadata_filled = True
     progress.note(f"filled the {_FILLED_WHAT} of {filled:,} memories")
     return filled
 
@@ -200,9 +195,15 @@ def _outdated_fields(source: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def _recorded(store: ElasticsearchMemoryStore, index: str, meta: dict[str, Any]) -> tuple[str, int]:
+def _skipped(result: dict[str, Any]) -> bool:
+    """A fill the memory no longer needs: deleted, or written again, since it was read."""
+    error = result.get("error")
+    return isinstance(error, dict) and error.get("type") in _SKIPPED
+
+
+def _recorded(index: EsIndex, concrete: str, meta: dict[str, Any]) -> tuple[str, int]:
     """The model and dimension `meta` records, kept as they are when `_meta` is written again."""
     model, dimension = meta.get("embedding_model"), meta.get("dimension")
     if not isinstance(model, str) or not isinstance(dimension, int):
-        raise StoreError(store._where(f"index {index!r}: its _meta lacks embedding_model or dimension: {meta}"))
+        raise StoreError(index.where(f"index {concrete!r}: its _meta lacks embedding_model or dimension: {meta}"))
     return model, dimension

@@ -8,22 +8,20 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from memoryscope.stores.elasticsearch_store import ElasticsearchMemoryStore
+from memoryscope.stores._es_index import version_guard
 
-__all__ = ["acquire", "release", "leases_index"]
+if TYPE_CHECKING:
+    from memoryscope.stores._es_index import EsIndex
+
+__all__ = ["acquire", "release", "LEASE_MAPPINGS"]
 
 LEASE_MAPPINGS = {"dynamic": "strict", "properties": {"holder": {"type": "keyword"}, "expires_at": {"type": "double"}}}
 
 
-def leases_index(store: ElasticsearchMemoryStore) -> str:
-    return f"{store.index_name}-leases"
-
-
-def acquire(store: ElasticsearchMemoryStore, name: str, holder: str, ttl_s: float) -> bool:
-    _ensure_index(store)
+def acquire(index: EsIndex, name: str, holder: str, ttl_s: float) -> bool:
+    _ensure_index(index)
     now = time.time()
-    current = _read(store, name)
+    current = _read(index, name)
     lease = {"holder": holder, "expires_at": now + ttl_s}
     if current is None:
         action: dict[str, Any] = {"create": {"_id": name}}
@@ -31,32 +29,28 @@ def acquire(store: ElasticsearchMemoryStore, name: str, holder: str, ttl_s: floa
     else:
         if current["_source"].get("holder") != holder and float(current["_source"].get("expires_at", 0)) > now:
             return False
-        action = {"update": {"_id": name, "if_seq_no": current["_seq_no"], "if_primary_term": current["_primary_term"]}}
+        action = {"update": {"_id": name, **version_guard(current)}}
         line = {"doc": lease}
-    return "error" not in _one(store, [action, line], "taking a lease")
+    return "error" not in _one(index, name, [action, line], "taking a lease")
 
 
-def release(store: ElasticsearchMemoryStore, name: str, holder: str) -> None:
-    current = _read(store, name)
+def release(index: EsIndex, name: str, holder: str) -> None:
+    current = _read(index, name)
     if current is None or current["_source"].get("holder") != holder:
         return
-    guard = {"if_seq_no": current["_seq_no"], "if_primary_term": current["_primary_term"]}
-    _one(store, [{"delete": {"_id": name, **guard}}], "giving up a lease")
+    _one(index, name, [{"delete": {"_id": name, **version_guard(current)}}], "giving up a lease")
 
 
-def _read(store: ElasticsearchMemoryStore, name: str) -> dict[str, Any] | None:
-    with store._calling("reading a lease"):
-        response = store._client.mget(index=leases_index(store), ids=[name])
-    [doc] = response["docs"]
+def _read(index: EsIndex, name: str) -> dict[str, Any] | None:
+    [doc] = index.mget([name], "reading a lease", target=index.leases_name)
     return dict(doc) if doc.get("found") else None
 
 
-def _one(store: ElasticsearchMemoryStore, lines: list[dict[str, Any]], action: str) -> dict[str, Any]:
+def _one(index: EsIndex, name: str, lines: list[dict[str, Any]], action: str) -> dict[str, Any]:
     """The result of a one-item bulk; a version conflict or a missing document is an answer, not an error."""
-    [item] = store._bulk(lines, action, index=leases_index(store), refresh="false")
-    result: dict[str, Any] = next(iter(item.values()))
+    [(_, result)] = index.bulk_results([name], lines, action, target=index.leases_name, refresh="false")
     return result
 
 
-def _ensure_index(store: ElasticsearchMemoryStore) -> None:
-    store.ensure_side_index(leases_index(store), LEASE_MAPPINGS, "leases")
+def _ensure_index(index: EsIndex) -> None:
+    index.ensure_companion(index.leases_name, LEASE_MAPPINGS, "leases")

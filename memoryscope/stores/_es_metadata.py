@@ -41,7 +41,7 @@ from memoryscope.stores.metadata import (
 )
 
 if TYPE_CHECKING:
-    from memoryscope.stores.elasticsearch_store import ElasticsearchMemoryStore
+    from memoryscope.stores._es_index import EsIndex
 
 __all__ = [
     "META_INDEX_FIELD",
@@ -115,18 +115,18 @@ def metadata_filled(mapping: Mapping[str, Any]) -> bool:
     return META_INDEX_FIELD in (mapping.get("properties") or {}) and meta.get("metadata_index_version") == METADATA_INDEX_VERSION
 
 
-def require_filled(store: ElasticsearchMemoryStore, memory_filter: MemoryFilter) -> None:
+def require_filled(index: EsIndex, memory_filter: MemoryFilter) -> None:
     """Refuse metadata conditions while some documents may lack their `meta_index` objects (an
     index from before the field, not filled yet); the mapping is read again first, in case
     another process has filled it since."""
-    if not memory_filter.metadata or store._metadata_filled:
+    if not memory_filter.metadata or index.metadata_filled:
         return
-    with store._calling("reading the mapping"):
-        mappings = store.client.indices.get_mapping(index=store.index_name).body
+    with index.calling("reading the mapping"):
+        mappings = index.client.indices.get_mapping(index=index.name).body
     if all(metadata_filled(entry.get("mappings") or {}) for entry in mappings.values()):
-        store._metadata_filled = True
+        index.metadata_filled = True
         return
-    raise StoreError(store._where(
+    raise StoreError(index.where(
         f"memories written by an older MemoryScope have no {META_INDEX_FIELD!r} objects yet, so a metadata filter "
         f"would miss them: run `{FILL_COMMAND}` once to fill them (in place; nothing is embedded again)"
     ))  # fmt: skip

@@ -1,10 +1,11 @@
 """Read paths of `elasticsearch_memory_store`: search, scan and the stored vectors.
 
-Functions of the store (`ElasticsearchMemoryStore` calls them); they use its client, settings
-and error wrapping. Dense search uses the `knn` option, keyword search BM25 `match` on
-`keywords` (the query as `keyword_query` words), and hybrid search fuses both lists in the
-client by reciprocal rank fusion. A document that does not decode (another program wrote a value
-of the wrong kind) is left out of what a read returns, with a warning naming it (`decoded`).
+Functions of the store (`ElasticsearchMemoryStore` calls them with itself and its `EsIndex`);
+they reach the server through the index and use the store's public API. Dense search uses the
+`knn` option, keyword search BM25 `match` on `keywords` (the query as `keyword_query` words),
+and hybrid search fuses both lists in the client by reciprocal rank fusion. A document that does
+not decode (another program wrote a value of the wrong kind) is left out of what a read
+returns, with a warning naming it (`decoded`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryNode
 from memoryscope.stores import _es_queries as queries
+from memoryscope.stores._es_index import EsIndex
 from memoryscope.stores._es_metadata import require_filled
 from memoryscope.stores.base import MemoryFilter, SearchMode
 from memoryscope.stores.fusion import reciprocal_rank_fusion
@@ -47,6 +49,7 @@ def decoded(
 
 def search(
     store: ElasticsearchMemoryStore,
+    index: EsIndex,
     memory_filter: MemoryFilter,
     query: str | None,
     vector: np.ndarray | None,
@@ -75,18 +78,18 @@ def search(
     if memory_filter.memory_ids == ():
         return []
     store.ensure_index()
-    store._require_current_model("search")
-    require_filled(store, memory_filter)
+    index.require_current_model("search")
+    require_filled(index, memory_filter)
     if chosen is SearchMode.DENSE:
-        return [node.with_score(score) for node, score in dense(store, memory_filter, query, vector, top_k)]
+        return [node.with_score(score) for node, score in dense(store, index, memory_filter, query, vector, top_k)]
     if chosen is SearchMode.KEYWORD:
-        return [node.with_score(score) for node, score in keyword(store, memory_filter, query or "", top_k)]
+        return [node.with_score(score) for node, score in keyword(index, memory_filter, query or "", top_k)]
     depth = min(max(top_k, store.params.hybrid_candidates), queries.MAX_RESULT_WINDOW)
     found: dict[str, MemoryNode] = {}
     lists: list[list[str]] = []
-    ranked_lists = [dense(store, memory_filter, query, vector, depth)]
+    ranked_lists = [dense(store, index, memory_filter, query, vector, depth)]
     if query:
-        ranked_lists.append(keyword(store, memory_filter, query, depth))
+        ranked_lists.append(keyword(index, memory_filter, query, depth))
     for ranked in ranked_lists:
         lists.append([node.memory_id for node, _ in ranked])
         found.update((node.memory_id, node) for node, _ in ranked)
@@ -94,33 +97,36 @@ def search(
 
 
 def dense(
-    store: ElasticsearchMemoryStore, memory_filter: MemoryFilter, query: str | None, vector: np.ndarray | None, top_k: int
+    store: ElasticsearchMemoryStore,
+    index: EsIndex,
+    memory_filter: MemoryFilter,
+    query: str | None,
+    vector: np.ndarray | None,
+    top_k: int,
 ) -> list[tuple[MemoryNode, float]]:
     if vector is not None:
-        query_vector = store._unit_rows(vector, 1, "search vector")[0]
+        query_vector = index.unit_rows(vector, 1, "search vector")[0]
     else:
-        query_vector = store._unit_rows(store.embedding_model.embed_queries([query or ""]), 1, "embedding model output")[0]
+        query_vector = index.unit_rows(store.embedding_model.embed_queries([query or ""]), 1, "embedding model output")[0]
     if not query_vector.any():
         raise StoreError("dense search: the query vector is all zeros, which has no cosine similarity")
     candidates = store.params.num_candidates
     body = queries.knn_search_body(memory_filter, query_vector.tolist(), top_k=top_k, num_candidates=candidates)
-    hits = store._search(body, "dense search")
+    hits = index.search(body, "dense search")
     # the knn _score of cosine similarity is (1 + cosine) / 2; give back the cosine
     return decoded(hits, lambda hit: 2.0 * float(hit["_score"]) - 1.0)
 
 
-def keyword(
-    store: ElasticsearchMemoryStore, memory_filter: MemoryFilter, query: str, top_k: int
-) -> list[tuple[MemoryNode, float]]:
+def keyword(index: EsIndex, memory_filter: MemoryFilter, query: str, top_k: int) -> list[tuple[MemoryNode, float]]:
     terms = keyword_query(query)
     if not terms:
         return []  # no word to look for (only punctuation), as in the SQLite store
     body = queries.match_search_body(memory_filter, terms, top_k=top_k)
-    return decoded(store._search(body, "keyword search"), lambda hit: float(hit["_score"]))
+    return decoded(index.search(body, "keyword search"), lambda hit: float(hit["_score"]))
 
 
 def scan(
-    store: ElasticsearchMemoryStore, memory_filter: MemoryFilter, limit: int, offset: int, newest_first: bool
+    store: ElasticsearchMemoryStore, index: EsIndex, memory_filter: MemoryFilter, limit: int, offset: int, newest_first: bool
 ) -> list[MemoryNode]:
     """A page by `from`/`size` while `offset + limit` stays within 10,000 (the default
     `index.max_result_window`); deeper pages walk there with `search_after`, page by page
@@ -131,16 +137,16 @@ def scan(
     if limit == 0 or memory_filter.memory_ids == ():
         return []
     store.ensure_index()
-    require_filled(store, memory_filter)
+    require_filled(index, memory_filter)
     if offset + limit <= queries.MAX_RESULT_WINDOW:
         body = queries.scan_body(memory_filter, size=limit, offset=offset, newest_first=newest_first)
-        return [node for node, _ in decoded(store._search(body, "scan"))]
+        return [node for node, _ in decoded(index.search(body, "scan"))]
     after: list[Any] | None = None
     skip = offset
     while skip > 0:
         size = min(skip, queries.MAX_RESULT_WINDOW)
         body = queries.scan_body(memory_filter, size=size, newest_first=newest_first, search_after=after, with_source=False)
-        hits = store._search(body, "scan")
+        hits = index.search(body, "scan")
         if len(hits) < size:
             return []
         skip -= size
@@ -149,7 +155,7 @@ def scan(
     while len(nodes) < limit:
         size = min(limit - len(nodes), queries.MAX_RESULT_WINDOW)
         body = queries.scan_body(memory_filter, size=size, newest_first=newest_first, search_after=after)
-        hits = store._search(body, "scan")
+        hits = index.search(body, "scan")
         nodes.extend(node for node, _ in decoded(hits))
         if len(hits) < size:
             break
@@ -157,27 +163,24 @@ def scan(
     return nodes
 
 
-def count(store: ElasticsearchMemoryStore, memory_filter: MemoryFilter) -> int:
+def count(store: ElasticsearchMemoryStore, index: EsIndex, memory_filter: MemoryFilter) -> int:
     queries.validate_filter(memory_filter)
     if memory_filter.memory_ids == ():
         return 0
     store.ensure_index()
-    require_filled(store, memory_filter)
-    with store._calling("count"):
-        response = store._client.count(index=store.index_name, body=queries.count_body(memory_filter))
-    return int(response["count"])
+    require_filled(index, memory_filter)
+    return index.count("count", queries.count_body(memory_filter))
 
 
-def stored_vectors(store: ElasticsearchMemoryStore, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
+def stored_vectors(store: ElasticsearchMemoryStore, index: EsIndex, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
     """The stored vectors of the memories that have one, by memory id."""
     ids = list(dict.fromkeys(memory_ids))
     if not ids:
         return {}
     store.ensure_index()
-    with store._calling("reading stored vectors"):
-        response = store._client.mget(index=store.index_name, ids=ids, source_includes=[queries.VECTOR_FIELD])
+    docs = index.mget(ids, "reading stored vectors", source_includes=[queries.VECTOR_FIELD])
     return {
         doc["_id"]: np.asarray(doc["_source"][queries.VECTOR_FIELD], dtype=np.float32)
-        for doc in response["docs"]
+        for doc in docs
         if doc.get("found") and doc.get("_source", {}).get(queries.VECTOR_FIELD) is not None
     }

@@ -19,15 +19,15 @@ edits).
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from memoryscope.errors import StoreError
 from memoryscope.memory import embedding_text
 from memoryscope.progress import Progress
-from memoryscope.stores import _es_connection as connection
 from memoryscope.stores import _es_queries as queries
 
 if TYPE_CHECKING:
+    from memoryscope.stores._es_index import EsIndex
     from memoryscope.stores.elasticsearch_store import ElasticsearchMemoryStore
 
 __all__ = ["reembed_index", "new_index_name"]
@@ -38,20 +38,20 @@ def new_index_name(index_name: str, now: datetime | None = None) -> str:
     return f"{index_name}-reembed-{moment:%Y%m%d%H%M%S}"
 
 
-def reembed_index(store: ElasticsearchMemoryStore, batch_size: int, progress: Progress) -> int:
+def reembed_index(store: ElasticsearchMemoryStore, index: EsIndex, batch_size: int, progress: Progress) -> int:
     """Copy `store`'s memories into a new index with new vectors, then swap it in; returns how many."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 0 < batch_size <= queries.MAX_RESULT_WINDOW:
         raise StoreError(f"reembed: batch_size must be an integer from 1 to {queries.MAX_RESULT_WINDOW}, got {batch_size!r}")
-    client = store.client
+    client = index.client
     store.ensure_index()
-    with store._calling("reading the index"):
-        concrete = sorted(client.indices.get_mapping(index=store.index_name).body)
+    with index.calling("reading the index"):
+        concrete = sorted(client.indices.get_mapping(index=index.name).body)
     if len(concrete) != 1:
-        raise StoreError(store._where(f"{store.index_name!r} is an alias of {len(concrete)} indices ({', '.join(concrete)}); "
-                                      "re-embedding needs exactly one"))  # fmt: skip
+        raise StoreError(index.where(f"{index.name!r} is an alias of {len(concrete)} indices ({', '.join(concrete)}); "
+                                     "re-embedding needs exactly one"))  # fmt: skip
     old_index = concrete[0]
-    new_index = base = new_index_name(store.index_name)
-    with store._calling("choosing the new index name"):
+    new_index = base = new_index_name(index.name)
+    with index.calling("choosing the new index name"):
         taken = 1
         while client.indices.exists(index=new_index):  # a re-embed within the same second, or a leftover
             taken += 1
@@ -59,59 +59,50 @@ def reembed_index(store: ElasticsearchMemoryStore, batch_size: int, progress: Pr
     body = queries.index_body(
         embedding_model=store.embedding_model.model_name, dimension=store.dimension, analyzer=store.params.analyzer
     )
-    with store._calling(f"creating index {new_index!r}"):
+    with index.calling(f"creating index {new_index!r}"):
         client.indices.create(index=new_index, body=body)
     try:
-        count = _copy(store, old_index, new_index, batch_size, progress)
-        with store._calling(f"switching {store.index_name!r} to {new_index!r}"):
-            client.indices.update_aliases(
-                body=queries.alias_swap_body(alias=store.index_name, old_index=old_index, new_index=new_index)
-            )
+        count = _copy(store, index, old_index, new_index, batch_size, progress)
+        with index.calling(f"switching {index.name!r} to {new_index!r}"):
+            swap = queries.alias_swap_body(alias=index.name, old_index=old_index, new_index=new_index)
+            client.indices.update_aliases(body=swap)
     except BaseException:
         try:
             client.indices.delete(index=new_index, ignore_unavailable=True)
         except Exception:  # the original error matters more; the message names the index
             progress.note(f"could not delete the unfinished index {new_index!r}; delete it by hand")
         raise
-    progress.note(f"{store.index_name!r} is now an alias of {new_index!r}; the old index {old_index!r} is deleted")
+    progress.note(f"{index.name!r} is now an alias of {new_index!r}; the old index {old_index!r} is deleted")
     return count
 
 
-def _copy(store: ElasticsearchMemoryStore, old_index: str, new_index: str, batch_size: int, progress: Progress) -> int:
-    client = store.client
-    with store._calling("counting memories"):
-        total = int(client.count(index=old_index)["count"])
+def _copy(
+    store: ElasticsearchMemoryStore, index: EsIndex, old_index: str, new_index: str, batch_size: int, progress: Progress
+) -> int:
+    client = index.client
+    total = index.count("counting memories", target=old_index)
     progress.start("re-embed", total)
     copied = 0
     for nodes in store.iter_all(batch_size):
         texts = [embedding_text(node) for node in nodes]
-        rows = store._unit_rows(store.embedding_model.embed_passages(texts), len(nodes), "embedding model output")
+        rows = index.unit_rows(store.embedding_model.embed_passages(texts), len(nodes), "embedding model output")
         documents = [queries.node_to_document(node, queries.stored_vector(row)) for node, row in zip(nodes, rows, strict=True)]
+        lines, ids = queries.bulk_index_lines(documents), [node.memory_id for node in nodes]
         # refresh once at the end, not per batch: nobody reads the new index before the swap
-        items = store._bulk(queries.bulk_index_lines(documents), "bulk copy", index=new_index, refresh="false")
-        failed = _failures(items)
+        failed = list(index.failures(index.bulk_results(ids, lines, "bulk copy", target=new_index, refresh="false")).items())
         if failed:
             shown = "; ".join(f"{memory_id}: {reason}" for memory_id, reason in failed[:10])
-            raise StoreError(store._where(f"re-embed: {len(failed)} memories could not be written to {new_index!r}: {shown}"))
+            raise StoreError(index.where(f"re-embed: {len(failed)} memories could not be written to {new_index!r}: {shown}"))
         copied += len(nodes)
         progress.advance(len(nodes))
     progress.finish()
-    with store._calling(f"checking {new_index!r}"):
+    with index.calling(f"checking {new_index!r}"):
         client.indices.refresh(index=new_index)
         written = int(client.count(index=new_index)["count"])
         now_old = int(client.count(index=old_index)["count"])
     if not written == copied == now_old:
-        raise StoreError(store._where(
+        raise StoreError(index.where(
             f"re-embed: the old index holds {now_old} memories, {copied} were copied and the new index holds {written}; "
             "stop every writer and run `memoryscope reembed` again (the old index is kept)"
         ))  # fmt: skip
     return copied
-
-
-def _failures(items: list[dict[str, Any]]) -> list[tuple[str, str]]:
-    failed = []
-    for item in items:
-        result = item.get("index", {})
-        if "error" in result:
-            failed.append((str(result.get("_id")), connection.item_reason(result)))
-    return failed

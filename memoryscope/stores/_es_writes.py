@@ -1,8 +1,8 @@
 """The write paths of `elasticsearch_memory_store`: bulk upsert and delete, one-document update.
 
-Functions of the store (`ElasticsearchMemoryStore` calls them); they use its client, settings
-and error wrapping. Bulk writes are not atomic: a partly failed batch raises `BulkWriteError`
-naming what failed and what was written.
+Functions of the store (`ElasticsearchMemoryStore` calls them with itself and its `EsIndex`);
+they reach the server through the index and use the store's public API. Bulk writes are not
+atomic: a partly failed batch raises `BulkWriteError` naming what failed and what was written.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import numpy as np
 from memoryscope.errors import StoreError
 from memoryscope.history import ChangeSource, changes_of_delete, changes_of_write
 from memoryscope.memory import MemoryNode, embedding_text, utc_now
-from memoryscope.stores import _es_connection as connection
 from memoryscope.stores import _es_history as es_history
 from memoryscope.stores import _es_queries as queries
+from memoryscope.stores._es_index import EsIndex, version_guard
 from memoryscope.stores._es_metadata import META_INDEX_FIELD, require_filled
 from memoryscope.stores.base import MemoryFilter, required_ids, unmet_requirements
 
@@ -41,6 +41,7 @@ class BulkWriteError(StoreError):
 
 def upsert(
     store: ElasticsearchMemoryStore,
+    index: EsIndex,
     nodes: Sequence[MemoryNode],
     vectors: np.ndarray | None,
     requires: Mapping[str, Collection[str]] | None = None,
@@ -56,16 +57,16 @@ def upsert(
     for node in nodes:
         if not isinstance(node, MemoryNode):
             raise StoreError(f"upsert takes MemoryNode objects, got {type(node).__name__}")
-    given = None if vectors is None else store._unit_rows(vectors, len(nodes), "upsert vectors")
+    given = None if vectors is None else index.unit_rows(vectors, len(nodes), "upsert vectors")
     # a memory_id repeated in one batch: the last one wins, as if upserted one after another
     keep = sorted({node.memory_id: index for index, node in enumerate(nodes)}.values())
     nodes = [nodes[index] for index in keep]
     if not nodes:
         return []
     store.ensure_index()
-    store._require_current_model("upsert")
-    rows = given[keep] if given is not None else stored_or_fresh_vectors(store, nodes)
-    dropped = unmet_requirements(requires, present_ids(store, required_ids(requires))) if requires else set()
+    index.require_current_model("upsert")
+    rows = given[keep] if given is not None else stored_or_fresh_vectors(store, index, nodes)
+    dropped = unmet_requirements(requires, present_ids(index, required_ids(requires))) if requires else set()
     documents = [
         queries.node_to_document(node, queries.stored_vector(row))
         for node, row in zip(nodes, rows, strict=True)
@@ -73,78 +74,74 @@ def upsert(
     ]
     written = [node for node in nodes if node.memory_id not in dropped]
     before = {node.memory_id: node for node in store.get([node.memory_id for node in written])}
-    _bulk_index(store, documents)
-    es_history.record(store, changes_of_write(before, written, change))
+    _bulk_index(index, documents)
+    es_history.record(index, changes_of_write(before, written, change))
     if requires:
-        late = unmet_requirements(requires, present_ids(store, required_ids(requires))) - dropped
+        late = unmet_requirements(requires, present_ids(index, required_ids(requires))) - dropped
         if late:
-            delete(store, sorted(late))
+            delete(store, index, sorted(late))
             dropped |= late
     return [node.memory_id for node in nodes if node.memory_id in dropped]
 
 
-def present_ids(store: ElasticsearchMemoryStore, memory_ids: Sequence[str]) -> set[str]:
+def present_ids(index: EsIndex, memory_ids: Sequence[str]) -> set[str]:
     """Which of `memory_ids` exist now."""
     if not memory_ids:
         return set()
-    with store._calling("checking which memories exist"):
-        response = store._client.mget(index=store.index_name, ids=list(memory_ids), source=False)
-    return {doc["_id"] for doc in response["docs"] if doc.get("found")}
+    docs = index.mget(memory_ids, "checking which memories exist", source=False)
+    return {doc["_id"] for doc in docs if doc.get("found")}
 
 
-def _bulk_index(store: ElasticsearchMemoryStore, documents: list[dict[str, Any]]) -> None:
+def _bulk_index(index: EsIndex, documents: list[dict[str, Any]]) -> None:
     failed: dict[str, str] = {}
     written: list[str] = []
     for start in range(0, len(documents), BULK_BATCH):
         batch = documents[start : start + BULK_BATCH]
+        ids = [document["memory_id"] for document in batch]
         try:
-            items = store._bulk(queries.bulk_index_lines(batch), "bulk upsert")
+            results = index.bulk_results(ids, queries.bulk_index_lines(batch), "bulk upsert")
         except StoreError as error:
             if not written:
                 raise
             raise StoreError(f"{error}; {len(written)} memories of earlier bulk requests were written") from None
-        for document, item in zip(batch, items, strict=True):
-            result = item.get("index", {})
-            if "error" in result:
-                failed[document["memory_id"]] = connection.item_reason(result)
-            else:
-                written.append(document["memory_id"])
+        failed_now = index.failures(results)
+        failed.update(failed_now)
+        written += [memory_id for memory_id in ids if memory_id not in failed_now]
     if failed:
-        raise bulk_error(store, "bulk upsert", failed, written)
+        raise bulk_error(index, "bulk upsert", failed, written)
 
 
-def stored_or_fresh_vectors(store: ElasticsearchMemoryStore, nodes: Sequence[MemoryNode]) -> np.ndarray:
+def stored_or_fresh_vectors(store: ElasticsearchMemoryStore, index: EsIndex, nodes: Sequence[MemoryNode]) -> np.ndarray:
     """The stored vector where the stored content is the same, else a fresh passage vector."""
     ids = [node.memory_id for node in nodes]
-    with store._calling("reading stored vectors"):
-        response = store._client.mget(index=store.index_name, ids=ids, source_includes=["content", queries.VECTOR_FIELD])
-    stored = {doc["_id"]: doc["_source"] for doc in response["docs"] if doc.get("found")}
+    docs = index.mget(ids, "reading stored vectors", source_includes=["content", queries.VECTOR_FIELD])
+    stored = {doc["_id"]: doc["_source"] for doc in docs if doc.get("found")}
     rows = np.zeros((len(nodes), store.dimension), dtype=np.float32)
     missing: list[int] = []
-    for index, node in enumerate(nodes):
+    for position, node in enumerate(nodes):
         source = stored.get(node.memory_id)
         vector = None if source is None or source.get("content") != node.content else source.get(queries.VECTOR_FIELD)
         if vector is not None and len(vector) == store.dimension:
-            rows[index] = np.asarray(vector, dtype=np.float32)
+            rows[position] = np.asarray(vector, dtype=np.float32)
         else:
-            missing.append(index)
+            missing.append(position)
     if missing:
-        texts = [embedding_text(nodes[index]) for index in missing]
-        rows[missing] = store._unit_rows(store.embedding_model.embed_passages(texts), len(missing), "embedding model output")
+        texts = [embedding_text(nodes[position]) for position in missing]
+        rows[missing] = index.unit_rows(store.embedding_model.embed_passages(texts), len(missing), "embedding model output")
     return rows
 
 
-def bulk_error(store: ElasticsearchMemoryStore, action: str, failed: dict[str, str], written: list[str]) -> BulkWriteError:
+def bulk_error(index: EsIndex, action: str, failed: dict[str, str], written: list[str]) -> BulkWriteError:
     shown = "; ".join(f"{memory_id}: {reason}" for memory_id, reason in list(failed.items())[:20])
     more = f"; and {len(failed) - 20} more" if len(failed) > 20 else ""
-    message = store._where(
+    message = index.where(
         f"{action}: {len(failed)} of {len(failed) + len(written)} memories failed and the other {len(written)} "
         f"were written (Elasticsearch bulk writes are not atomic); failed: {shown}{more}"
     )
     return BulkWriteError(message, failed, written)
 
 
-def update(store: ElasticsearchMemoryStore, memory_id: str, changes: dict[str, Any]) -> MemoryNode:
+def update(store: ElasticsearchMemoryStore, index: EsIndex, memory_id: str, changes: dict[str, Any]) -> MemoryNode:
     """Change fields of one node; `updated_at` becomes now unless given.
 
     Only the changed fields are sent (the `update` API with `doc`), guarded by the version
@@ -157,12 +154,10 @@ def update(store: ElasticsearchMemoryStore, memory_id: str, changes: dict[str, A
         known = ", ".join(sorted(UPDATABLE))
         raise StoreError(f"cannot update {', '.join(unknown)} of memory {memory_id!r}; updatable fields: {known}")
     store.ensure_index()
-    store._require_current_model("update")
-    with store._calling("reading the memory to update"):
-        response = store._client.mget(index=store.index_name, ids=[memory_id])
-    doc = response["docs"][0]
+    index.require_current_model("update")
+    [doc] = index.mget([memory_id], "reading the memory to update")
     if not doc.get("found"):
-        raise StoreError(store._where(f"no memory {memory_id!r}"))
+        raise StoreError(index.where(f"no memory {memory_id!r}"))
     old = queries.document_to_node(doc["_source"])
     try:
         new = old.replace(**{"updated_at": utc_now(), **changes})
@@ -171,15 +166,14 @@ def update(store: ElasticsearchMemoryStore, memory_id: str, changes: dict[str, A
     old_document = queries.node_to_document(old)
     document = queries.node_to_document(new, doc["_source"].get(queries.VECTOR_FIELD))
     if new.content != old.content:
-        row = store._unit_rows(store.embedding_model.embed_passages([embedding_text(new)]), 1, "embedding model output")[0]
+        row = index.unit_rows(store.embedding_model.embed_passages([embedding_text(new)]), 1, "embedding model output")[0]
         document[queries.VECTOR_FIELD] = queries.stored_vector(row)
     # optimistic concurrency: the write fails (409) if the document changed since it was read
-    version = {"if_seq_no": doc["_seq_no"], "if_primary_term": doc["_primary_term"]} if "_seq_no" in doc else {}
-    target = {"index": store.index_name, "id": memory_id, "refresh": store.params.refresh, **version}
-    with store._calling(f"updating memory {memory_id!r}"):
+    target = {"index": index.name, "id": memory_id, "refresh": index.refresh, **version_guard(doc)}
+    with index.calling(f"updating memory {memory_id!r}"):
         try:
             if document["meta"] != old_document["meta"]:
-                store._client.index(document=queries.drop_empty_vector(document), **target)
+                index.client.index(document=queries.drop_empty_vector(document), **target)
             else:
                 changed = {name: value for name, value in document.items() if old_document.get(name, value) != value}
                 # against what is stored: a memory written before the field existed gets it now
@@ -189,18 +183,18 @@ def update(store: ElasticsearchMemoryStore, memory_id: str, changes: dict[str, A
                     changed[META_INDEX_FIELD] = document.get(META_INDEX_FIELD, [])
                 if queries.VECTOR_FIELD in document and new.content != old.content:
                     changed[queries.VECTOR_FIELD] = document[queries.VECTOR_FIELD]
-                store._client.update(body=queries.update_body(changed), **target)
-        except store._api_error as error:
+                index.client.update(body=queries.update_body(changed), **target)
+        except index.api_error as error:
             if getattr(error, "status_code", None) == 409:
-                raise StoreError(store._where(f"memory {memory_id!r} changed while it was being updated; retry")) from None
+                raise StoreError(index.where(f"memory {memory_id!r} changed while it was being updated; retry")) from None
             if getattr(error, "status_code", None) == 404:
-                raise StoreError(store._where(f"no memory {memory_id!r} (deleted while it was being updated)")) from None
+                raise StoreError(index.where(f"no memory {memory_id!r} (deleted while it was being updated)")) from None
             raise
-    es_history.record(store, changes_of_write({memory_id: old}, [new], None))
+    es_history.record(index, changes_of_write({memory_id: old}, [new], None))
     return new
 
 
-def delete(store: ElasticsearchMemoryStore, memory_ids: Sequence[str], change: ChangeSource | None = None) -> int:
+def delete(store: ElasticsearchMemoryStore, index: EsIndex, memory_ids: Sequence[str], change: ChangeSource | None = None) -> int:
     ids = list(dict.fromkeys(memory_ids))
     if not ids:
         return 0
@@ -210,26 +204,27 @@ def delete(store: ElasticsearchMemoryStore, memory_ids: Sequence[str], change: C
     failed: dict[str, str] = {}
     for start in range(0, len(ids), BULK_BATCH):
         batch = ids[start : start + BULK_BATCH]
-        for memory_id, item in zip(batch, store._bulk(queries.bulk_delete_lines(batch), "bulk delete"), strict=True):
-            result = item.get("delete", {})
-            if "error" in result:
-                failed[memory_id] = connection.item_reason(result)
-            elif result.get("result") == "deleted":
-                deleted.append(memory_id)
-    _record_deletes(store, [node for node in doomed if node.memory_id in set(deleted)], change)
+        results = index.bulk_results(batch, queries.bulk_delete_lines(batch), "bulk delete")
+        failed.update(index.failures(results))
+        deleted += [memory_id for memory_id, result in results if "error" not in result and result.get("result") == "deleted"]
+    _record_deletes(store, index, [node for node in doomed if node.memory_id in set(deleted)], change)
     if failed:
-        raise bulk_error(store, "bulk delete", failed, deleted)
+        raise bulk_error(index, "bulk delete", failed, deleted)
     return len(deleted)
 
 
-def _record_deletes(store: ElasticsearchMemoryStore, deleted: Sequence[MemoryNode], change: ChangeSource | None) -> None:
+def _record_deletes(
+    store: ElasticsearchMemoryStore, index: EsIndex, deleted: Sequence[MemoryNode], change: ChangeSource | None
+) -> None:
     keep = store.params.history_keep_deleted_content
     if not keep:
-        es_history.forget_content(store, [node.memory_id for node in deleted])
-    es_history.record(store, changes_of_delete(deleted, change, keep_content=keep))
+        es_history.forget_content(index, [node.memory_id for node in deleted])
+    es_history.record(index, changes_of_delete(deleted, change, keep_content=keep))
 
 
-def delete_by_filter(store: ElasticsearchMemoryStore, memory_filter: MemoryFilter, change: ChangeSource | None = None) -> int:
+def delete_by_filter(
+    store: ElasticsearchMemoryStore, index: EsIndex, memory_filter: MemoryFilter, change: ChangeSource | None = None
+) -> int:
     """`_delete_by_query`, refreshed unless `refresh` is "false" (it takes no `wait_for`).
 
     It deletes what a search would find at the time, so writes made with refresh "false"
@@ -238,19 +233,19 @@ def delete_by_filter(store: ElasticsearchMemoryStore, memory_filter: MemoryFilte
     if memory_filter.memory_ids == ():
         return 0
     store.ensure_index()
-    require_filled(store, memory_filter)
+    require_filled(index, memory_filter)
     doomed = _all_matching(store, memory_filter)
-    with store._calling("delete by filter"):
-        response = store._client.delete_by_query(
-            index=store.index_name, body=queries.delete_by_query_body(memory_filter), refresh=store.params.refresh != "false"
+    with index.calling("delete by filter"):
+        response = index.client.delete_by_query(
+            index=index.name, body=queries.delete_by_query_body(memory_filter), refresh=index.refresh != "false"
         )
     failures = response.get("failures") or []
     if failures:
         reasons = "; ".join(str((item.get("cause") or {}).get("reason", item)) for item in failures[:5])
         deleted = response.get("deleted", 0)
-        raise StoreError(store._where(f"delete by filter removed {deleted} memories, then failed: {reasons}"))
+        raise StoreError(index.where(f"delete by filter removed {deleted} memories, then failed: {reasons}"))
     gone = {node.memory_id for node in store.get([node.memory_id for node in doomed])}
-    _record_deletes(store, [node for node in doomed if node.memory_id not in gone], change)
+    _record_deletes(store, index, [node for node in doomed if node.memory_id not in gone], change)
     return int(response.get("deleted", 0))
 
 

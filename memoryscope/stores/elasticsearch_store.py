@@ -29,14 +29,15 @@ users.
 
 Re-embedding (`allow_model_change=True`, then `reembed`) copies the memories into a new index
 with the new model's vectors and swaps it in behind `index_name` as an alias (`_es_reembed`).
-The write paths live in `_es_writes`, search and scan in `_es_reads`.
+The write paths live in `_es_writes`, search and scan in `_es_reads`. Those helper modules reach
+the server through the store's `EsIndex` (`_es_index`: the client, index names, refresh policy
+and request helpers), never through the store's private members.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -52,10 +53,11 @@ from memoryscope.stores import _es_leases as es_leases
 from memoryscope.stores import _es_queries as queries
 from memoryscope.stores import _es_reads as reads
 from memoryscope.stores import _es_writes as writes
+from memoryscope.stores._es_index import EsIndex
 from memoryscope.stores._es_metadata import META_INDEX_FIELD
 from memoryscope.stores._es_params import ElasticsearchStoreParams
 from memoryscope.stores._es_writes import BulkWriteError
-from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode, unit_rows, validated_params
+from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode, validated_params
 
 if TYPE_CHECKING:
     from memoryscope.progress import Progress
@@ -124,22 +126,27 @@ class ElasticsearchMemoryStore(MemoryStore):
         self.index_name = params.index_name
         self.embedding_model = embedding_model
         self.dimension = int(embedding_model.dimension)
-        self._api_error: type[Exception] = elasticsearch.ApiError
-        self._transport_error: type[Exception] = elasticsearch.TransportError
         self._owns_client = client is None
-        self._client: Any = client if client is not None else connection.build_client(elasticsearch, params)
-        self.hosts = connection.safe_hosts(params.hosts) if client is None else connection.client_hosts(client)
+        client = client if client is not None else connection.build_client(elasticsearch, params)
+        self.hosts = connection.safe_hosts(params.hosts) if self._owns_client else connection.client_hosts(client)
+        self._index = EsIndex(
+            client,
+            self.index_name,
+            hosts=self.hosts,
+            refresh=params.refresh,
+            request_timeout=params.request_timeout,
+            embedding=(embedding_model.model_name, self.dimension),
+            api_error=elasticsearch.ApiError,
+            transport_error=elasticsearch.TransportError,
+        )
         self._index_ready = False
-        self._side_indices: set[str] = set()  # companion indices known to exist (history, leases)
         self._index_lock = threading.Lock()
         self._allow_model_change = allow_model_change
-        self._recorded: tuple[str, int] | None = None  # from the index's _meta, once opened
-        self._metadata_filled = True  # every document has its `meta_index` objects (`_es_metadata`)
 
     @property
     def client(self) -> Any:
         """The `elasticsearch.Elasticsearch` client the store uses (for administration; same connection settings)."""
-        return self._client
+        return self._index.client
 
     def __repr__(self) -> str:
         return (
@@ -148,20 +155,6 @@ class ElasticsearchMemoryStore(MemoryStore):
         )
 
     # ---- connecting ---------------------------------------------------------------------------
-
-    @contextmanager
-    def _calling(self, action: str) -> Iterator[None]:
-        """Client errors become one-line StoreErrors naming the hosts and index (never credentials)."""
-        try:
-            yield
-        except self._api_error as error:
-            raise StoreError(self._where(f"{action} failed: {connection.api_reason(error)}")) from None
-        except self._transport_error as error:
-            reason = connection.transport_reason(error, self.params.request_timeout)
-            raise StoreError(self._where(f"{action} failed: {reason}")) from None
-
-    def _where(self, message: str) -> str:
-        return f"Elasticsearch at {', '.join(self.hosts)} (index {self.index_name!r}): {message}"
 
     def ensure_index(self) -> None:
         """Create the index if it is missing, else check it was made for this embedding model.
@@ -172,72 +165,38 @@ class ElasticsearchMemoryStore(MemoryStore):
         with self._index_lock:
             if self._index_ready:
                 return
-            with self._calling("opening the index"):
-                exists = bool(self._client.indices.exists(index=self.index_name))
+            index = self._index
+            with index.calling("opening the index"):
+                exists = bool(index.client.indices.exists(index=index.name))
                 if not exists:
-                    exists = not self._create_index()
+                    body = queries.index_body(
+                        embedding_model=self.embedding_model.model_name, dimension=self.dimension, analyzer=self.params.analyzer
+                    )
+                    exists = not index.create(index.name, body=body)  # False: another process created it first
                 if exists:
-                    mappings = self._client.indices.get_mapping(index=self.index_name).body
-                    self._check_index_meta(mappings)
-                    self._metadata_filled = META_INDEX_FIELD not in keywords.upgrade_index(self, mappings)
+                    mappings = index.client.indices.get_mapping(index=index.name).body
+                    index.recorded = connection.recorded_model(
+                        mappings, self.embedding_model.model_name, self.dimension, self._allow_model_change, index.where
+                    )
+                    index.metadata_filled = META_INDEX_FIELD not in keywords.upgrade_index(index, mappings)
             self._index_ready = True
-
-    def ensure_side_index(self, name: str, mappings: dict[str, Any], what: str) -> None:
-        """Create a companion index (the history's, the leases') once per store object; another
-        process creating it first is fine."""
-        if name in self._side_indices:
-            return
-        with self._calling(f"creating the {what} index"):
-            if not self._client.indices.exists(index=name):
-                try:
-                    self._client.indices.create(index=name, mappings=mappings)
-                except self._api_error as error:
-                    if getattr(error, "error", None) != "resource_already_exists_exception":
-                        raise
-        self._side_indices.add(name)
-
-    def _create_index(self) -> bool:
-        """True when this call created the index (False: another process created it first)."""
-        body = queries.index_body(
-            embedding_model=self.embedding_model.model_name, dimension=self.dimension, analyzer=self.params.analyzer
-        )
-        try:
-            self._client.indices.create(index=self.index_name, body=body)
-        except self._api_error as error:
-            if getattr(error, "error", None) == "resource_already_exists_exception":
-                return False
-            raise
-        return True
-
-    def _check_index_meta(self, mappings: dict[str, Any]) -> None:
-        self._recorded = connection.recorded_model(
-            mappings, self.embedding_model.model_name, self.dimension, self._allow_model_change, self._where
-        )
 
     @property
     def recorded_embedding(self) -> tuple[str, int]:
         """The model named in the index's `_meta` (the index is opened, or created, to read it)."""
         self.ensure_index()
-        return self._recorded or (self.embedding_model.model_name, self.dimension)
-
-    def _require_current_model(self, action: str) -> None:
-        recorded = self._recorded
-        if recorded is not None and recorded != (self.embedding_model.model_name, self.dimension):
-            raise StoreError(self._where(
-                f"the index holds vectors made by embedding model {recorded[0]!r} (dimension {recorded[1]}) and was "
-                f"opened to re-embed them with {self.embedding_model.model_name!r}: {action} waits until reembed() has run"
-            ))  # fmt: skip
+        return self._index.recorded or self._index.embedding
 
     def acquire_lease(self, name: str, holder: str, ttl_s: float) -> bool:
-        return es_leases.acquire(self, name, holder, ttl_s)
+        return es_leases.acquire(self._index, name, holder, ttl_s)
 
     def release_lease(self, name: str, holder: str) -> None:
-        es_leases.release(self, name, holder)
+        es_leases.release(self._index, name, holder)
 
     def close(self) -> None:
         """Close the client the store built (an injected client is left to its owner)."""
         if self._owns_client:
-            self._client.close()
+            self._index.client.close()
 
     def __enter__(self) -> ElasticsearchMemoryStore:
         return self
@@ -254,19 +213,7 @@ class ElasticsearchMemoryStore(MemoryStore):
     ) -> list[str]:
         """Index the nodes (create or replace). Not atomic: see `BulkWriteError`; `requires`: see
         `MemoryStore.upsert` and `_es_writes.upsert`."""
-        return writes.upsert(self, nodes, vectors, requires, change)
-
-    def _bulk(
-        self, operations: list[dict[str, Any]], action: str, *, index: str | None = None, refresh: str | None = None
-    ) -> list[dict[str, Any]]:
-        with self._calling(action):
-            response = self._client.bulk(
-                index=index or self.index_name, operations=operations, refresh=refresh or self.params.refresh
-            )
-        return list(response["items"])
-
-    def _unit_rows(self, vectors: Any, count: int, what: str) -> np.ndarray:
-        return unit_rows(vectors, count, self.dimension, self.embedding_model.model_name, what)
+        return writes.upsert(self, self._index, nodes, vectors, requires, change)
 
     def update(self, memory_id: str, **changes: Any) -> MemoryNode:
         """Change fields of one node; `updated_at` becomes now unless given.
@@ -276,25 +223,25 @@ class ElasticsearchMemoryStore(MemoryStore):
         `meta` rewrites the whole document instead: `update` merges objects key by key and could
         not drop a key.
         """
-        return writes.update(self, memory_id, changes)
+        return writes.update(self, self._index, memory_id, changes)
 
     def delete(self, memory_ids: Sequence[str], *, change: ChangeSource | None = None) -> int:
-        return writes.delete(self, memory_ids, change)
+        return writes.delete(self, self._index, memory_ids, change)
 
     def record_history(self, changes: Sequence[MemoryChange]) -> None:
-        es_history.record(self, changes)
+        es_history.record(self._index, changes)
 
     def history(
         self, *, memory_id: str | None = None, user_name: str | None = None, run_id: str | None = None, limit: int = 1000
     ) -> list[MemoryChange]:
-        return es_history.query(self, memory_id=memory_id, user_name=user_name, run_id=run_id, limit=limit)
+        return es_history.query(self._index, memory_id=memory_id, user_name=user_name, run_id=run_id, limit=limit)
 
     def delete_by_filter(self, memory_filter: MemoryFilter, *, change: ChangeSource | None = None) -> int:
         """`_delete_by_query`, refreshed unless `refresh` is "false" (it takes no `wait_for`).
 
         It deletes what a search would find at the time, so writes made with refresh "false"
         and not yet refreshed may survive it."""
-        return writes.delete_by_filter(self, memory_filter, change)
+        return writes.delete_by_filter(self, self._index, memory_filter, change)
 
     # ---- reading ------------------------------------------------------------------------------
 
@@ -303,10 +250,8 @@ class ElasticsearchMemoryStore(MemoryStore):
         if not ids:
             return []
         self.ensure_index()
-        with self._calling("get"):
-            unique = list(dict.fromkeys(ids))
-            response = self._client.mget(index=self.index_name, ids=unique, source_excludes=queries.SOURCE_SHOWN["excludes"])
-        found = {node.memory_id: node for node, _ in reads.decoded([doc for doc in response["docs"] if doc.get("found")])}
+        docs = self._index.mget(list(dict.fromkeys(ids)), "get", source_excludes=queries.SOURCE_SHOWN["excludes"])
+        found = {node.memory_id: node for node, _ in reads.decoded([doc for doc in docs if doc.get("found")])}
         return [found[memory_id] for memory_id in ids if memory_id in found]
 
     def scan(
@@ -315,10 +260,10 @@ class ElasticsearchMemoryStore(MemoryStore):
         """A page by `from`/`size` while `offset + limit` stays within 10,000 (the default
         `index.max_result_window`); deeper pages walk there with `search_after`, page by page
         (not a point-in-time snapshot: writes meanwhile may shift them)."""
-        return reads.scan(self, memory_filter, limit, offset, newest_first)
+        return reads.scan(self, self._index, memory_filter, limit, offset, newest_first)
 
     def count(self, memory_filter: MemoryFilter) -> int:
-        return reads.count(self, memory_filter)
+        return reads.count(self, self._index, memory_filter)
 
     # ---- the whole index ----------------------------------------------------------------------
 
@@ -331,7 +276,8 @@ class ElasticsearchMemoryStore(MemoryStore):
         self.ensure_index()
         after = after_id
         while True:
-            hits = self._search(queries.iter_body(size=batch_size, user_name=user_name, after_id=after), "reading all memories")
+            body = queries.iter_body(size=batch_size, user_name=user_name, after_id=after)
+            hits = self._index.search(body, "reading all memories")
             if hits:
                 yield [node for node, _ in reads.decoded(hits)]
             if len(hits) < batch_size:
@@ -344,14 +290,15 @@ class ElasticsearchMemoryStore(MemoryStore):
         With `refresh: "false"` the index is refreshed first, so the counts include every write."""
         self.ensure_index()
         if self.params.refresh == "false":
-            with self._calling("refreshing the index"):
-                self._client.indices.refresh(index=self.index_name)
+            with self._index.calling("refreshing the index"):
+                self._index.client.indices.refresh(index=self.index_name)
         counts: dict[str, int] = {}
         after: str | None = None
         page = _USER_PAGE
         while True:
-            with self._calling("counting memories per user"):
-                response = self._client.search(index=self.index_name, body=queries.user_counts_body(size=page, after_user=after))
+            body = queries.user_counts_body(size=page, after_user=after)
+            with self._index.calling("counting memories per user"):
+                response = self._index.client.search(index=self.index_name, body=body)
             buckets = response["aggregations"]["users"]["buckets"]
             counts.update((str(bucket["key"]["user_name"]), int(bucket["doc_count"])) for bucket in buckets)
             if len(buckets) < page:
@@ -359,7 +306,7 @@ class ElasticsearchMemoryStore(MemoryStore):
             after = str(buckets[-1]["key"]["user_name"])
 
     def get_vectors(self, memory_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        return reads.stored_vectors(self, memory_ids)
+        return reads.stored_vectors(self, self._index, memory_ids)
 
     def reembed(self, *, batch_size: int = 256, progress: Progress | None = None) -> int:
         """Copy every memory, with new vectors, into a new index `<index_name>-reembed-<UTC time>`,
@@ -368,16 +315,16 @@ class ElasticsearchMemoryStore(MemoryStore):
         from memoryscope.progress import Progress
         from memoryscope.stores._es_reembed import reembed_index
 
-        count = reembed_index(self, batch_size, progress or Progress())
+        count = reembed_index(self, self._index, batch_size, progress or Progress())
         with self._index_lock:
             self._index_ready = False  # the next call reads the new index's _meta
-            self._recorded = None
+            self._index.recorded = None
         return count
 
     def fill_keywords(self, *, batch_size: int = 500, progress: Progress | None = None) -> int:
         """Give memories written before the `keywords` field (or with an older `keyword_text`) the
         current one, in place; how many were set. `memoryscope reembed` runs it (`_es_keywords`)."""
-        return keywords.fill_keywords(self, batch_size, progress)
+        return keywords.fill_keywords(self, self._index, batch_size, progress)
 
     def search(
         self,
@@ -393,9 +340,4 @@ class ElasticsearchMemoryStore(MemoryStore):
         `mode` None: the `retrieve_mode` setting, else hybrid. Hybrid without a query (only
         `vector`) is dense ranking with fused scores.
         """
-        return reads.search(self, memory_filter, query, vector, mode, top_k)
-
-    def _search(self, body: dict[str, Any], action: str) -> list[dict[str, Any]]:
-        with self._calling(action):
-            response = self._client.search(index=self.index_name, body=body)
-        return list(response["hits"]["hits"])
+        return reads.search(self, self._index, memory_filter, query, vector, mode, top_k)

@@ -11,12 +11,13 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["FakeOpenAIServer", "FakeElasticsearch", "StoreContract", "build_worker", "make_env"]
+__all__ = ["FakeOpenAIServer", "FakeElasticsearch", "StoreContract", "ElasticsearchContract", "build_worker", "make_env"]
 
 _HOMES = {
     "FakeOpenAIServer": "memoryscope.testing.fake_openai",
     "FakeElasticsearch": "memoryscope.testing.fake_elasticsearch",
     "StoreContract": "memoryscope.testing.store_contract",
+    "ElasticsearchContract": "memoryscope.testing.es_contract",
     "build_worker": "memoryscope.testing.builders",
     "make_env": "memoryscope.testing.builders",
 }

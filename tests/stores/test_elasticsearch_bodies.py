@@ -19,13 +19,12 @@ import pytest
 from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
 from memoryscope.models.base import EmbeddingModel
-from memoryscope.models.embedding.local_embedding import LocalEmbedding
 from memoryscope.stores import _es_queries
-from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode, TimeRange
+from memoryscope.stores.base import STORES, MemoryFilter, SearchMode, TimeRange
 from memoryscope.stores.elasticsearch_store import BulkWriteError, ElasticsearchMemoryStore
 from memoryscope.stores.fusion import reciprocal_rank_fusion
+from memoryscope.testing.es_contract import ElasticsearchContract
 from memoryscope.testing.fake_elasticsearch import FakeElasticsearch, RecordedRequest
-from memoryscope.testing.store_contract import StoreContract
 from memoryscope.text import keyword_text
 
 # the client is an optional extra (the store imports it lazily); without it these tests cannot run
@@ -775,34 +774,11 @@ def test_an_injected_client_is_used_and_left_open(server: FakeElasticsearch, mod
 # ---- the shared contract, on the fake ----------------------------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def embedding_model() -> LocalEmbedding:
-    return LocalEmbedding()
-
-
-class TestStoreContractOnFakeServer(StoreContract):
+class TestStoreContractOnFakeServer(ElasticsearchContract):
     """The full contract through the real client and HTTP, against the fake's approximation of
-    Elasticsearch search (exact kNN, simplified BM25); the real server runs it too when available."""
+    Elasticsearch search (exact kNN, simplified BM25); the real server runs it too when available,
+    with the same hooks (`ElasticsearchContract`)."""
 
     @pytest.fixture
-    def store(self, server: FakeElasticsearch, embedding_model: LocalEmbedding) -> Iterator[ElasticsearchMemoryStore]:
-        with ElasticsearchMemoryStore(hosts=[server.url], index_name="contract", embedding_model=embedding_model) as opened:
-            yield opened
-
-    def reopen(self, store: MemoryStore, embedding_model: EmbeddingModel) -> MemoryStore:
-        if not isinstance(store, ElasticsearchMemoryStore):
-            raise TypeError(f"expected an ElasticsearchMemoryStore, got {type(store).__name__}")
-        reopened = ElasticsearchMemoryStore(hosts=store.hosts, index_name=store.index_name, embedding_model=embedding_model)
-        try:
-            reopened.ensure_index()  # the index is checked on first use; the contract wants it at opening
-        except BaseException:
-            reopened.close()
-            raise
-        return reopened
-
-    def reopen_to_reembed(self, store: MemoryStore, embedding_model: EmbeddingModel) -> MemoryStore:
-        if not isinstance(store, ElasticsearchMemoryStore):
-            raise TypeError(f"expected an ElasticsearchMemoryStore, got {type(store).__name__}")
-        return ElasticsearchMemoryStore(
-            hosts=store.hosts, index_name=store.index_name, embedding_model=embedding_model, allow_model_change=True
-        )
+    def es_settings(self, server: FakeElasticsearch) -> dict[str, Any]:
+        return {"hosts": [server.url]}
