@@ -46,6 +46,7 @@ setup(
             "pytest-timeout>=2.3",
             "ruff>=0.6",
             "mypy>=1.10",
+            "import-linter>=2.0",  # `lint-imports`: the layer order in pyproject.toml (non-independent layers need 2.0)
             "types-PyYAML",
             "types-requests",
             "setuptools>=70.1",  # builds tests/example_worker_project offline

@@ -9,17 +9,14 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from memoryscope.context import MemoryContext
 from memoryscope.errors import MemoryScopeError
 from memoryscope.memory import MemoryStatus, MemoryType, utc_now
 from memoryscope.message_retries import Backlog, backlog, pending_filter
+from memoryscope.operation import Operation
 from memoryscope.stores.base import MemoryFilter, MemoryStore
-
-if TYPE_CHECKING:
-    from memoryscope.service import Operation
-    from memoryscope.workflow import RunResult
+from memoryscope.workflow import RunResult
 
 __all__ = [
     "Backlog",

@@ -24,12 +24,14 @@ from memoryscope.compat.arguments import (
     base_config_name,
     validated_arguments,
 )
-from memoryscope.config import Config, load_config
 from memoryscope.config.keys import model_reach
+from memoryscope.config.loading import load_config
+from memoryscope.config.specs import Config
 from memoryscope.env import Env
 from memoryscope.errors import ConfigError
 from memoryscope.memory_api import MemoryApi
-from memoryscope.service import MemoryService, Operation
+from memoryscope.operation import Operation
+from memoryscope.service import MemoryService
 from memoryscope.stores.base import MemoryStore
 from memoryscope.stores.factory import build_store
 from memoryscope.worker import WORKERS, Worker

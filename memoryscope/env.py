@@ -9,14 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from memoryscope.config.specs import GlobalSettings
 from memoryscope.errors import ConfigError, UnknownNameError
 from memoryscope.models.base import EmbeddingModel, GenerationModel, PresetGenerationModel, RankModel
-
-if TYPE_CHECKING:
-    from memoryscope.config.schema import GlobalSettings
-    from memoryscope.stores.base import MemoryStore
+from memoryscope.stores.base import MemoryStore
 
 __all__ = ["Env"]
 

@@ -4,18 +4,51 @@ A frontend operation runs on the caller's thread and returns its answer. A backe
 (`consolidate_memory`, `reflect_and_reconsolidate`) may also be run by the service's scheduler
 when its trigger fires: `trigger_messages` new messages, `trigger_observations` unreflected
 observations, or every `interval_time` seconds.
+
+An operation's class (`frontend_operation`, `backend_operation`) is what a config names; an
+`Operation` is one built from it: its workflow runner and its params. The service runs
+operations and its scheduler runs the backend ones; both depend on this module, not on each other.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from pydantic import ConfigDict, Field
 
 from memoryscope.config.bounds import BoundedParams
 from memoryscope.registry import Registry
+from memoryscope.workflow import WorkflowRunner
 
-__all__ = ["OperationParams", "FrontendOperation", "BackendOperation", "OPERATIONS"]
+__all__ = ["Operation", "OperationParams", "FrontendOperation", "BackendOperation", "OPERATIONS"]
+
+
+@dataclass(frozen=True)
+class Operation:
+    """A built operation: its workflow runner and what the config said about it."""
+
+    name: str
+    params: Any  # the operation class's Params (workflow, description, triggers)
+    backend: bool
+    runner: WorkflowRunner
+
+    @property
+    def description(self) -> str:
+        return str(self.params.description)
+
+    @property
+    def unavailable(self) -> str:
+        """Why a backend operation cannot do its work here ("" when it can).
+
+        A backend workflow with LLM steps skipped (no LLM configured) would still load and store,
+        marking messages consolidated or observations reflected that were never looked at; it is
+        not run at all instead, so everything stays pending until an LLM is configured.
+        """
+        skipped = sorted(self.runner.skipped_workers)
+        if self.backend and skipped:
+            return f"{self.name} needs an LLM (steps {', '.join(skipped)}); none is configured, so it is skipped"
+        return ""
 
 
 class OperationParams(BoundedParams):

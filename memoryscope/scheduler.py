@@ -46,7 +46,6 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING
 
 from memoryscope._scheduler_state import (
     Running,
@@ -67,11 +66,9 @@ from memoryscope.context import MemoryContext
 from memoryscope.errors import MemoryScopeError
 from memoryscope.leases import LeaseBusy, held_lease, holder_id, lease_name
 from memoryscope.memory import utc_now
+from memoryscope.operation import Operation
 from memoryscope.stores.base import MemoryStore
-
-if TYPE_CHECKING:
-    from memoryscope.service import Operation
-    from memoryscope.workflow import RunResult
+from memoryscope.workflow import RunResult
 
 __all__ = ["Scheduler", "SchedulerStatus", "RunRecord", "RunningOperation", "Scope", "Triggers"]
 

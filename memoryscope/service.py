@@ -12,7 +12,6 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -20,42 +19,18 @@ from pydantic import AliasChoices, ConfigDict, Field
 
 from memoryscope.compat.inputs import caller_inputs
 from memoryscope.config.bounds import BoundedParams
-from memoryscope.config.schema import GlobalSettings
+from memoryscope.config.specs import GlobalSettings
 from memoryscope.context import CALLER_FIELDS, MemoryContext
 from memoryscope.errors import MemoryScopeError, UnknownNameError
+from memoryscope.operation import Operation
 from memoryscope.registry import Registry
 from memoryscope.scheduler import Scheduler
 from memoryscope.stores.base import MemoryStore
-from memoryscope.workflow import RunResult, WorkflowRunner
+from memoryscope.workflow import RunResult
 
+# `Operation` lives in `memoryscope.operation` (the scheduler needs it without the service); it is
+# still importable from here, where it used to be.
 __all__ = ["MemoryService", "Operation", "SERVICES"]
-
-
-@dataclass(frozen=True)
-class Operation:
-    """A built operation: its workflow runner and what the config said about it."""
-
-    name: str
-    params: Any  # the operation class's Params (workflow, description, triggers)
-    backend: bool
-    runner: WorkflowRunner
-
-    @property
-    def description(self) -> str:
-        return str(self.params.description)
-
-    @property
-    def unavailable(self) -> str:
-        """Why a backend operation cannot do its work here ("" when it can).
-
-        A backend workflow with LLM steps skipped (no LLM configured) would still load and store,
-        marking messages consolidated or observations reflected that were never looked at; it is
-        not run at all instead, so everything stays pending until an LLM is configured.
-        """
-        skipped = sorted(self.runner.skipped_workers)
-        if self.backend and skipped:
-            return f"{self.name} needs an LLM (steps {', '.join(skipped)}); none is configured, so it is skipped"
-        return ""
 
 
 class MemoryService:

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 from memoryscope.chat.base import ChatResponse
 from memoryscope.chat.prompt import NO_MEMORIES
-from memoryscope.config.schema import GlobalSettings
+from memoryscope.config.specs import GlobalSettings
 from memoryscope.memory import MemoryNode, MemoryType
 from memoryscope.models.base import ChatMessage
 from memoryscope.workflow import RunResult

@@ -2,44 +2,40 @@
 
 config = load_config("default")                 # a shipped config, by name
 config = load_config("my.yaml", overrides={"global.language": "zh"})
+
+The package holds modules of two heights: leaves every layer uses (`bounds`, `specs`: the
+`global:` settings and the spec types), and the loader (`loading`, `schema`), which imports every
+registry to check a config and so sits above workers, stores, services and chats. Python runs
+this file before any module of the package, so it imports nothing: the names below are imported
+on first use, and `from memoryscope.config.bounds import BoundedParams` in a worker does not pull
+in the loader (which would import that worker back).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import Any
-
-from memoryscope.config.legacy import translate_legacy
-from memoryscope.config.schema import Config, GlobalSettings, validate_config
-from memoryscope.config.source import read_config_source, shipped_config_names
-from memoryscope.errors import ConfigError
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __all__ = ["Config", "GlobalSettings", "load_config", "shipped_config_names", "validate_config"]
 
+if TYPE_CHECKING:
+    from memoryscope.config.loading import load_config
+    from memoryscope.config.schema import validate_config
+    from memoryscope.config.source import shipped_config_names
+    from memoryscope.config.specs import Config, GlobalSettings
 
-def load_config(
-    source: str | Path | Mapping[str, Any],
-    overrides: Mapping[str, Any] | None = None,
-    environ: Mapping[str, str] | None = None,
-    *,
-    adjust: Callable[[dict[str, Any]], None] | None = None,
-) -> Config:
-    """A validated config from a shipped name, a YAML path, or an already-parsed dict.
+_HOMES = {
+    "Config": "memoryscope.config.specs",
+    "GlobalSettings": "memoryscope.config.specs",
+    "load_config": "memoryscope.config.loading",
+    "shipped_config_names": "memoryscope.config.source",
+    "validate_config": "memoryscope.config.schema",
+}
 
-    `adjust` may change the raw dict after it is read and before it is translated and checked
-    (MemoryScope 0.1.x `Arguments` are set this way). `environ` (default: the process
-    environment) fills `${VAR}`, applies `MEMORYSCOPE__...` overrides, and gives 0.1.x OpenAI
-    backends their endpoint (`OPENAI_BASE_URL`).
-    """
-    if isinstance(source, Mapping):
-        raw, label = dict(source), "config"
-    else:
-        raw, label = read_config_source(source, overrides, environ)
-    if adjust is not None:
-        adjust(raw)
-    try:
-        raw, notices, warnings = translate_legacy(raw, environ)
-    except ConfigError as error:
-        raise ConfigError(error.problems, source=label) from None
-    return validate_config(raw, source=label, notices=tuple(notices), warnings=tuple(warnings))
+
+def __getattr__(name: str) -> Any:
+    if name not in _HOMES:
+        raise AttributeError(f"module 'memoryscope.config' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_HOMES[name]), name)
+    globals()[name] = value
+    return value

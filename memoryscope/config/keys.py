@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from memoryscope.config.schema import Config, ModelSpec
+from memoryscope.config.specs import Config, ModelSpec
 
 __all__ = ["ModelReach", "model_reach", "key_warnings"]
 

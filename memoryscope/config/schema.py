@@ -15,100 +15,27 @@ load but deserve the user's attention (an API key written in the config) come ba
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ValidationError
 
-from memoryscope.config.bounds import BoundedParams, bound_problems
+from memoryscope.config.bounds import bound_problems
+from memoryscope.config.kinds import registry_for
 from memoryscope.config.references import ModelReferences
+from memoryscope.config.specs import ComponentSpec, Config, GlobalSettings, ModelSpec, OperationSpec, ServiceSpec
+from memoryscope.context import CALLER_FIELDS
 from memoryscope.errors import ConfigError, MemoryScopeError, closest, shorten
+from memoryscope.models.registry import MODEL_CLASSES
+from memoryscope.operation import default_operation_class
+from memoryscope.worker import WORKERS
+from memoryscope.workflow import check_plan, parse_workflow
 
+# The spec types live in the leaf `memoryscope.config.specs` (every layer uses them); this module,
+# which imports every registry to check a config, keeps their old import path.
 __all__ = ["GlobalSettings", "Config", "ComponentSpec", "ModelSpec", "OperationSpec", "ServiceSpec", "validate_config"]
 
 DEFAULT_STORE = "sqlite_memory_store"
 SECTIONS = ("global", "model", "memory_store", "worker", "memory_service", "memory_chat")
-
-
-class GlobalSettings(BoundedParams):
-    """The `global:` section."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    language: Literal["en", "zh"] = Field(default="en", description="Prompt and display language (`cn` is read as `zh`).")
-    timezone: str = Field(default="UTC", description="IANA zone used to read and show times, e.g. Asia/Shanghai.")
-    output_memory_max_count: int = Field(default=20, gt=0, description="How many memories retrieval returns at most.")
-    enable_ranker: bool = Field(default=True, description="Use the rank model in retrieval when one is configured.")
-    enable_today_contra_repeat: bool = Field(default=True, description="Check new observations against today's.")
-    enable_long_contra_repeat: bool = Field(default=True, description="Check insights against long-term memory.")
-    thread_pool_max_workers: int = Field(default=4, gt=0, description="Threads for parallel workflow branches.")
-
-    @field_validator("language", mode="before")
-    @classmethod
-    def _read_cn_as_zh(cls, value: Any) -> Any:
-        return "zh" if value == "cn" else value
-
-    @field_validator("timezone")
-    @classmethod
-    def _known_zone(cls, value: str) -> str:
-        try:
-            ZoneInfo(value)
-        except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long for a file name
-            raise ValueError(f"unknown time zone {shorten(value)} (use an IANA name such as 'Asia/Shanghai' or 'UTC')") from None
-        return value
-
-    @property
-    def tzinfo(self) -> ZoneInfo:
-        return ZoneInfo(self.timezone)
-
-
-@dataclass(frozen=True)
-class ComponentSpec:
-    """One validated entry: where it sits in the YAML, its class, its parameters."""
-
-    where: str
-    cls: Any
-    params: BaseModel
-
-
-@dataclass(frozen=True)
-class ModelSpec(ComponentSpec):
-    role: str = ""  # generation | embedding | rank
-    required: bool = True
-
-
-@dataclass(frozen=True)
-class OperationSpec:
-    name: str
-    where: str
-    kind: Any  # an OperationKind subclass
-    params: BaseModel
-    plan: Any  # memoryscope.workflow Sequence
-
-
-@dataclass(frozen=True)
-class ServiceSpec:
-    name: str
-    where: str
-    cls: Any
-    params: BaseModel
-    operations: Mapping[str, OperationSpec]
-
-
-@dataclass(frozen=True)
-class Config:
-    """A validated config, ready to build."""
-
-    source: str
-    settings: GlobalSettings
-    models: Mapping[str, ModelSpec] = field(default_factory=dict)
-    store: ComponentSpec | None = None
-    workers: Mapping[str, ComponentSpec] = field(default_factory=dict)
-    services: Mapping[str, ServiceSpec] = field(default_factory=dict)
-    chats: Mapping[str, ComponentSpec] = field(default_factory=dict)
-    notices: tuple[str, ...] = ()
-    warnings: tuple[str, ...] = ()  # things that work but should change (a key written in the config)
 
 
 def validate_config(
@@ -133,8 +60,6 @@ class _Checker:
         self.problems.append((where, message))
 
     def run(self, raw: Mapping[str, Any], source: str, notices: tuple[str, ...], warnings: tuple[str, ...]) -> Config:
-        from memoryscope.models.registry import MODEL_CLASSES
-
         for key in raw:
             if key not in SECTIONS:
                 close = closest(str(key), SECTIONS)
@@ -146,7 +71,7 @@ class _Checker:
         models = {
             name: model_spec
             for name, entry in section["model"].items()
-            if (model_spec := self.model(name, entry, MODEL_CLASSES)) is not None
+            if (model_spec := self.model(name, entry)) is not None
         }
         references = ModelReferences(
             models, frozenset(section["model"]) - frozenset(models), "model" in self.broken_sections, settings.enable_ranker
@@ -223,8 +148,6 @@ class _Checker:
         return None if out_of_bounds else validated
 
     def resolve(self, kind: str, name: Any, where: str) -> Any:
-        from memoryscope.config.kinds import registry_for
-
         if not isinstance(name, str) or not name:
             self.problem(where, f"`class:` must name a {kind}")
             return None
@@ -244,7 +167,7 @@ class _Checker:
         params = self.params(cls.Params, values, where)
         return None if params is None else ComponentSpec(where, cls, params)
 
-    def model(self, name: str, entry: Any, model_classes: Any) -> ModelSpec | None:
+    def model(self, name: str, entry: Any) -> ModelSpec | None:
         where = f"model.{name}"
         values = self.entry(entry, where)
         if values is None:
@@ -254,10 +177,11 @@ class _Checker:
         if not isinstance(required, bool):
             self.problem(f"{where}.required", f"must be true or false, got {shorten(required)}")
         try:
-            role, cls = model_classes.resolve(class_name, values.pop("module_name", None), where)
+            resolved: tuple[str, Any] = MODEL_CLASSES.resolve(class_name, values.pop("module_name", None), where)
         except MemoryScopeError as error:
             self.problems.extend(getattr(error, "problems", [(where, str(error))]))
             return None
+        role, cls = resolved  # a backend class: its `Params` are the entry's keys
         params = self.params(cls.Params, values, where)
         if params is None:
             return None
@@ -271,9 +195,6 @@ class _Checker:
     def service(
         self, name: str, entry: Any, workers: Mapping[str, ComponentSpec], broken_workers: frozenset[str]
     ) -> ServiceSpec | None:
-        from memoryscope.operation import default_operation_class
-        from memoryscope.workflow import check_plan, parse_workflow
-
         where = f"memory_service.{name}"
         values = self.entry(entry, where)
         if values is None:
@@ -295,7 +216,7 @@ class _Checker:
             if "worker" in self.broken_sections or broken_workers & set(plan.step_names()):
                 continue  # the workers' section or entries are reported already; the flow is checked once they are fixed
             self.problems.extend(
-                check_plan(plan, _workflow_workers(workers), given=_caller_fields(), where=f"{op_where}.workflow")
+                check_plan(plan, _workflow_workers(workers), given=CALLER_FIELDS, where=f"{op_where}.workflow")
             )
             operations[op_name] = OperationSpec(op_name, op_where, op.cls, op.params, plan)
         if spec is None:
@@ -326,16 +247,8 @@ def _shows_input(item: Any) -> bool:
     return not secret and not isinstance(item.get("input"), Mapping)
 
 
-def _caller_fields() -> frozenset[str]:
-    from memoryscope.context import CALLER_FIELDS
-
-    return CALLER_FIELDS
-
-
 def _workflow_workers(workers: Mapping[str, ComponentSpec]) -> dict[str, Any]:
     """Names a workflow may use: the `worker:` entries, then registered workers by their own name."""
-    from memoryscope.worker import WORKERS
-
     available: dict[str, Any] = {name: WORKERS.get(name) for name in WORKERS.names()}
     available.update({name: spec.cls for name, spec in workers.items()})
     return available

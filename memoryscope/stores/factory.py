@@ -6,7 +6,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any
 
-from memoryscope.config.schema import ComponentSpec
+from memoryscope.config.specs import ComponentSpec
 from memoryscope.errors import StoreError
 from memoryscope.stores.base import MemoryStore
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from memoryscope.config.schema import GlobalSettings
+from memoryscope.config.specs import GlobalSettings
 from memoryscope.env import Env
 from memoryscope.errors import ConfigError
 from memoryscope.stores.base import MemoryStore
