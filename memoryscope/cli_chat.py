@@ -1,8 +1,10 @@
 """`memoryscope chat`: an interactive chat with memory, with a slash command for every operation.
 
-A plain `input()` loop, so it works on a terminal and with a pipe (`printf '/list_memory\\n' |
-memoryscope chat`). Lines without a leading slash are chat messages; replies stream as they
-come. Commands:
+It works with a pipe (`printf '/list_memory\\n' | memoryscope chat`) and on a terminal, where
+lines are edited and recalled with `readline` and log records never cut into the line being
+typed (`memoryscope.terminal`). Ctrl-C ends a reply (the message is kept; `/retry` asks it
+again); twice at the prompt, it leaves. Lines without a leading slash are chat messages; replies
+stream as they come. Commands:
 
 - conversation: `/help`, `/history [n]`, `/pop [n]` (undo the last n turns), `/retry`,
   `/stream` (replies whole or as they come), `/clear` (the screen), `/exit` (or Ctrl-D);
@@ -25,12 +27,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any, TextIO
 
 from memoryscope.chat.api_memory_chat import ApiMemoryChat
+from memoryscope.chat.streaming import interrupt
 from memoryscope.compat.inputs import LEGACY_INPUTS
 from memoryscope.context import Message
 from memoryscope.errors import MemoryScopeError, closest
+from memoryscope.terminal import Output, terminal_session
 
 __all__ = ["run_chat", "run_session", "ChatRepl"]
 
@@ -51,14 +56,18 @@ class _Command:
 
 
 class ChatRepl:
-    """The read-eval-print loop over one chat; `read_line(prompt)` raises EOFError at the end."""
+    """The read-eval-print loop over one chat; `read_line(prompt)` raises EOFError at the end.
+
+    `read_answer` reads the answer to a question (`/delete_all`'s); default `read_line`.
+    """
 
     def __init__(
         self,
         chat: ApiMemoryChat,
         *,
-        out: TextIO,
+        out: Output,
         read_line: Callable[[str], str],
+        read_answer: Callable[[str], str] | None = None,
         interactive: bool = False,
         stream: bool = True,
         assume_yes: bool = False,
@@ -67,6 +76,7 @@ class ChatRepl:
         self.chat = chat
         self.out = out
         self.read_line = read_line
+        self.read_answer = read_answer or read_line
         self.interactive = interactive
         self.stream = stream
         self.assume_yes = assume_yes
@@ -78,7 +88,9 @@ class ChatRepl:
                 self.commands[name] = _Command(usage, operation.description, self._operation(name))
 
     def run(self) -> int:
-        """Read lines until `/exit` or the end of input; returns the exit status (0)."""
+        """Read lines until `/exit`, the end of input or a second Ctrl-C in a row at the prompt;
+        returns the exit status (0)."""
+        interrupted = False  # the last prompt ended with Ctrl-C
         while True:
             try:
                 line = self.read_line(f"{self.chat.user_name}> " if self.interactive else "")
@@ -87,8 +99,13 @@ class ChatRepl:
                     self.say("")
                 return 0
             except KeyboardInterrupt:
-                self.say("\n(interrupted: /exit or Ctrl-D leaves)")
+                if interrupted:
+                    self.say("")
+                    return 0
+                interrupted = True
+                self.say("\n(interrupted: Ctrl-C again, /exit or Ctrl-D leaves)")
                 continue
+            interrupted = False
             try:
                 if not self.handle(line.strip()):
                     return 0
@@ -246,9 +263,9 @@ class ChatRepl:
 
     def _confirm(self, question: str) -> bool:
         if self.interactive:
-            answer = self.read_line(f"{question} [y/N] ")
+            answer = self.read_answer(f"{question} [y/N] ")
         else:  # piped: show the question and the answer read, as a transcript
-            answer = self.read_line("")
+            answer = self.read_answer("")
             self.say(f"{question} [y/N] {answer.strip()}")
         return answer.strip().lower() in _YES
 
@@ -267,8 +284,12 @@ class ChatRepl:
         if not self.stream:
             self.say(answer.message.content)
             return True
-        for piece in answer:
-            self.say(piece.meta_data["delta"], end="")
+        try:
+            for piece in answer:
+                self.say(piece.meta_data["delta"], end="")
+        except KeyboardInterrupt:
+            interrupt(answer)
+            raise
         self.say()
         return True
 
@@ -315,15 +336,20 @@ def run_session(
     stdout: TextIO | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> int:
-    """Run the chat loop over `chat` on `stdin`/`stdout` (default: the process's) until /exit or the end of input."""
+    """Run the chat loop over `chat` on `stdin`/`stdout` (default: the process's) until /exit or the end of input;
+    on a terminal (the process's stdin) in a `memoryscope.terminal.terminal_session`."""
     stdin = stdin or sys.stdin
     out = stdout or sys.stdout
     interactive = stdin.isatty() and out.isatty()
-    scope = chat.scope
+    options: dict[str, Any] = {"interactive": interactive, "stream": stream, "assume_yes": assume_yes, "sleep": sleep}
+    if interactive and stdin is sys.stdin:
+        with terminal_session(out) as terminal:
+            read_answer = partial(terminal.read_line, remember=False)
+            return _session(ChatRepl(chat, out=terminal.out, read_line=terminal.read_line, read_answer=read_answer, **options))
 
     def read_line(prompt: str) -> str:
         if stdin is sys.stdin:
-            return input(prompt)  # line editing on a terminal
+            return input(prompt)
         out.write(prompt)
         out.flush()
         line = stdin.readline()
@@ -331,13 +357,17 @@ def run_session(
             raise EOFError
         return line.rstrip("\n")
 
+    return _session(ChatRepl(chat, out=out, read_line=read_line, **options))
+
+
+def _session(repl: ChatRepl) -> int:
+    """The greeting, the loop, and a word on background work still running at the end."""
+    chat, out = repl.chat, repl.out
+    scope = chat.scope
     for notice in scope.notices:
         out.write(f"note: {notice}\n")
     out.write(f"MemoryScope chat with {chat.user_name}'s memories ({scope.config.source}).")
     out.write(" /help lists the commands, /exit leaves.\n")
-    repl = ChatRepl(
-        chat, out=out, read_line=read_line, interactive=interactive, stream=stream, assume_yes=assume_yes, sleep=sleep
-    )
     status = repl.run()
     running = chat.service.scheduler.status().running
     if running:

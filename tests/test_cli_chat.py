@@ -1,20 +1,26 @@
-"""`memoryscope chat`, driven through its slash commands with piped input."""
+"""`memoryscope chat`, driven through its slash commands with piped input; Ctrl-C in the chat and in a
+streamed reply. (On a real terminal: test_cli_chat_pty.py.)"""
 
 from __future__ import annotations
 
+import asyncio
 import io
+import itertools
 import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Generator, Iterator, Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 
+from memoryscope.chat.streaming import astream_reply, interrupt, stream_reply
 from memoryscope.cli import main
+from memoryscope.cli_chat import ChatRepl, run_chat
 from memoryscope.context import MemoryContext
+from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 from memoryscope.worker import Worker, register_worker
 
@@ -162,3 +168,180 @@ def test_piped_into_the_command_in_a_subprocess(store_path: Path) -> None:
     assert "added 1 memory" in done.stdout
     assert "Bob collects stamps from Iceland (id: " in done.stdout
     assert "Traceback" not in done.stderr
+
+
+def test_piped_input_never_touches_the_terminal_history(store_path: Path, tmp_path: Path) -> None:
+    env = {key: value for key, value in os.environ.items() if key not in LLM_ENV}
+    env.update(MEMORYSCOPE_STORE_PATH=str(store_path), MEMORYSCOPE_CHAT_HISTORY=str(tmp_path / "chat_history"))
+    done = subprocess.run(
+        [sys.executable, "-m", "memoryscope.cli", "chat", "--user", "bob"],
+        input="/help\n/exit\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "/list_memory" in done.stdout and "\x1b" not in done.stdout  # no readline escape codes
+    assert not (tmp_path / "chat_history").exists()
+
+
+# -- Ctrl-C --------------------------------------------------------------------------------
+
+
+class FakeStream(GenerationModel):
+    """Streams `pieces`, then raises `then` (if any) as if it came while waiting for the next one."""
+
+    def __init__(self, pieces: tuple[str, ...], then: BaseException | None = None) -> None:
+        super().__init__("fake", "nowhere")
+        self.pieces, self.then = pieces, then
+
+    def chat(self, messages: Sequence[ChatMessage], **options: Any) -> str:
+        return "".join(self.pieces)
+
+    async def achat(self, messages: Sequence[ChatMessage], **options: Any) -> str:
+        return "".join(self.pieces)
+
+    def stream_chat(self, messages: Sequence[ChatMessage], **options: Any) -> Iterator[str]:
+        yield from self.pieces
+        if self.then is not None:
+            raise self.then
+
+    async def astream_chat(self, messages: Sequence[ChatMessage], **options: Any) -> AsyncIterator[str]:
+        for piece in self.pieces:
+            yield piece
+        if self.then is not None:
+            raise self.then
+
+
+class Outcome:
+    def __init__(self) -> None:
+        self.answered: list[str] = []
+        self.failed = 0
+
+    def callbacks(self) -> dict[str, Any]:
+        return {"answered": self.answered.append, "failed": self.fail}
+
+    def fail(self) -> None:
+        self.failed += 1
+
+
+def stream(model: GenerationModel, outcome: Outcome) -> Generator[Any, None, None]:
+    return stream_reply(model, [ChatMessage("user", "hi")], {}, {"timings": {}}, **outcome.callbacks())
+
+
+def test_ctrl_c_while_a_stream_waits_for_the_model_leaves_the_query_unanswered() -> None:
+    outcome = Outcome()
+    replies = stream(FakeStream(("Your", " cat"), then=KeyboardInterrupt()), outcome)
+    assert [piece.delta for piece in itertools.islice(replies, 2)] == ["Your", " cat"]
+    with pytest.raises(KeyboardInterrupt):
+        next(replies)
+    assert (outcome.failed, outcome.answered) == (1, [])
+
+
+def test_ctrl_c_while_a_piece_is_printed_ends_the_stream_the_same_way() -> None:
+    outcome = Outcome()
+    replies = stream(FakeStream(("Your", " cat", " is")), outcome)
+    next(replies)
+    interrupt(replies)
+    assert (outcome.failed, outcome.answered) == (1, [])
+    interrupt(replies)  # an ended stream: nothing more
+    interrupt(iter([]))  # a whole reply: nothing to end
+    assert outcome.failed == 1
+
+
+def test_a_stream_its_reader_closes_is_answered_as_far_as_it_was_read() -> None:
+    outcome = Outcome()
+    replies = stream(FakeStream(("Your", " cat", " is")), outcome)
+    next(replies)
+    replies.close()
+    assert (outcome.failed, outcome.answered) == (0, ["Your"])
+
+
+def test_a_cancelled_async_stream_leaves_the_query_unanswered() -> None:
+    outcome = Outcome()
+
+    async def read_all() -> list[str]:
+        model = FakeStream(("Your",), then=asyncio.CancelledError())
+        replies = astream_reply(model, [], {}, {"timings": {}}, **outcome.callbacks())
+        return [piece.delta async for piece in replies]
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(read_all())
+    assert (outcome.failed, outcome.answered) == (1, [])
+
+
+class InterruptedOnce(io.StringIO):
+    """Output where Ctrl-C comes while `at` is printed, the first time."""
+
+    def __init__(self, at: str) -> None:
+        super().__init__()
+        self.at = at
+
+    def write(self, text: str) -> int:
+        if self.at and text == self.at:
+            self.at = ""
+            raise KeyboardInterrupt
+        return super().write(text)
+
+
+def test_ctrl_c_during_a_streamed_reply_keeps_the_message_and_retry_asks_it_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    with FakeOpenAIServer() as server:
+        server.add_rule("cat", "Your cat is called Mochi.")
+        monkeypatch.setenv("MEMORYSCOPE_LLM_API_BASE", server.base_url)
+        monkeypatch.setenv("MEMORYSCOPE_LLM_API_KEY", "sk-test-1234")
+        out = InterruptedOnce(at=" cat")
+        script = "what is my cat called?\n/history\n/list_memory\n/retry\n/history\n"
+        assert run_chat("default", "ann", stdin=io.StringIO(script), stdout=out) == 0
+        queries = [r.body["messages"][-1]["content"] for r in server.requests if r.body.get("stream")]
+    text = out.getvalue()
+    assert "assistant: Your\n(interrupted)\n" in text
+    assert text.index("(no turns yet)") < text.index("Mochi")  # /history: the interrupted turn is no turn
+    assert re.search(r"memory \(1\) -----\n\[.*\] what is my cat called\? \(id: \w+\)", text)  # stored all the same
+    assert text.count("assistant: Your cat is called Mochi.\n") == 2  # the retried reply, then /history
+    assert queries == ["what is my cat called?", "what is my cat called?"]
+
+
+def repl_reading(chat: Any, *typed: str | type[BaseException], **options: Any) -> tuple[ChatRepl, io.StringIO, list[str]]:
+    """A REPL whose `read_line` gives `typed` (an exception class is raised), then the end of input."""
+    out, prompts = io.StringIO(), []
+    answers = iter(typed)
+
+    def read_line(prompt: str) -> str:
+        prompts.append(prompt)
+        item = next(answers, EOFError)
+        if isinstance(item, type):
+            raise item
+        return item
+
+    return ChatRepl(chat, out=out, read_line=read_line, interactive=True, **options), out, prompts
+
+
+@pytest.fixture
+def offline_chat() -> Iterator[Any]:
+    from memoryscope.app import MemoryScope
+
+    with MemoryScope("default") as scope:
+        yield scope.default_memory_chat.for_user("ann")
+
+
+def test_ctrl_c_twice_at_the_prompt_leaves_once_a_line_between_does_not(offline_chat: Any) -> None:
+    repl, out, prompts = repl_reading(offline_chat, KeyboardInterrupt, "/stream", KeyboardInterrupt, KeyboardInterrupt, "/help")
+    assert repl.run() == 0
+    assert out.getvalue().count("(interrupted: Ctrl-C again, /exit or Ctrl-D leaves)") == 2
+    assert "stream: off" in out.getvalue() and "/help" not in out.getvalue()
+    assert len(prompts) == 4
+
+
+def test_the_delete_all_question_is_read_by_read_answer(offline_chat: Any) -> None:
+    questions: list[str] = []
+
+    def read_answer(question: str) -> str:
+        questions.append(question)
+        return "no"
+
+    repl, out, prompts = repl_reading(offline_chat, "/delete_all", read_answer=read_answer)
+    assert repl.run() == 0
+    assert questions == ["delete ALL memories of ann? [y/N] "] and "cancelled" in out.getvalue()
+    assert prompts == ["ann> ", "ann> "]
