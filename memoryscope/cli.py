@@ -169,8 +169,7 @@ def _run(args: argparse.Namespace) -> int:
                 print(terminal_safe(memory.format(settings.language, settings.tzinfo)))
         if result.stopped and not args.json:
             print(terminal_safe(f"stopped: {result.stopped}"))
-    unknown = context.details.get("unknown_ids") or []
-    return 1 if unknown else 0  # a run that stops early (nothing new) is no failure
+    return 1 if context.unknown_memory_ids else 0  # a run that stops early (nothing new) is no failure
 
 
 # what an operation needs from the command line, and the flag that gives it

@@ -2,8 +2,16 @@
 
 One `MemoryContext` is made per run (concurrent runs share nothing). Workers declare which
 fields they `reads` and `writes`; the workflow check proves every field read was given by the
-caller or written by an earlier step. Values are immutable (tuples, frozen nodes), so parallel
-branches can work on shallow forks of the context and be merged field by field.
+caller or written by an earlier step, and the runner's checking mode
+(`MEMORYSCOPE_CHECK_WORKER_IO=1`, see `memoryscope.workflow.io_check`) fails a step that reads or
+writes a field its worker does not declare. Every field but `ALWAYS_READABLE` must be declared.
+Values are immutable (tuples, frozen nodes), so parallel branches can work on shallow forks of
+the context and be merged field by field.
+
+What one layer tells another travels in typed fields (`stored_message_ids`, `unknown_memory_ids`,
+`store_outcome`, ...). `details` holds only what each worker says about its own run, under its
+name (`details["info_filter"]["llm_calls"]`): numbers and ids for people and logs, which no other
+step and no caller reads.
 """
 
 from __future__ import annotations
@@ -19,7 +27,17 @@ from memoryscope.memory import MemoryNode, MemoryType
 from memoryscope.stores.base import TimeRange
 from memoryscope.stores.metadata import MetadataCondition
 
-__all__ = ["MemoryContext", "Message", "TextVector", "SearchFilter", "CONTEXT_FIELDS", "CALLER_FIELDS"]
+__all__ = [
+    "MemoryContext",
+    "Message",
+    "TextVector",
+    "SearchFilter",
+    "StoreOutcome",
+    "CONTEXT_FIELDS",
+    "CALLER_FIELDS",
+    "RUNNER_FIELDS",
+    "ALWAYS_READABLE",
+]
 
 
 @dataclass(frozen=True)
@@ -53,6 +71,22 @@ class SearchFilter:
     memory_types: tuple[MemoryType, ...] | None = None
     time_range: TimeRange | None = None
     metadata: tuple[MetadataCondition, ...] = ()
+
+
+@dataclass(frozen=True)
+class StoreOutcome:
+    """What `store_memory` wrote, in numbers (its `result` says it in words)."""
+
+    observations: int = 0  # new observations stored
+    insights: int = 0  # insights created or changed
+    expired: int = 0  # memories marked expired
+    messages: int = 0  # pending messages marked consolidated
+    pending: int = 0  # messages left pending: the facts drawn from them stayed unreadable
+    reflected: int = 0  # observations marked reflected on
+    written: int = 0  # nodes written in the one atomic write
+    memory_ids: tuple[str, ...] = ()  # the ids of those nodes
+    dropped: int = 0  # nodes left out: deleted meanwhile (a user's delete is never undone)
+    pinned_kept: int = 0  # expiries and insight updates of pinned memories left out
 
 
 @dataclass
@@ -92,8 +126,21 @@ class MemoryContext:
     insights: tuple[MemoryNode, ...] = ()  # the user's current insights (load_memory)
     insight_subjects: tuple[str, ...] = ()  # new profile attributes to learn (get_reflection_subject)
     updated_insights: tuple[MemoryNode, ...] = ()  # new and changed insights (update_insight)
+    # messages whose facts stayed unreadable after one repair request: left pending, retried later
+    unreadable_message_ids: tuple[str, ...] = ()  # by get_observation
+    unreadable_timed_message_ids: tuple[str, ...] = ()  # by get_observation_with_time
+    store_outcome: StoreOutcome = StoreOutcome()  # what store_memory wrote (frozen: one default serves all)
+    # read_message: the memory ids of the messages stored new (not those stored before); None
+    # when no step of the run stores messages
+    stored_message_ids: tuple[str, ...] | None = None
+    # update_memory
+    added_memory_ids: tuple[str, ...] = ()  # the memories add_memory made
+    deleted_memory_ids: tuple[str, ...] = ()  # the user's memories delete_memory was asked to delete
+    unknown_memory_ids: tuple[str, ...] = ()  # ids delete_memory was given that name no memory of the user's
+    deleted_count: int = 0  # how many memories delete_memory or delete_all deleted
     result: str = ""  # a readable summary of what the operation did
-    details: dict[str, Any] = field(default_factory=dict)  # numbers for the caller (counts, ids)
+    # each worker's own numbers for people and logs, under its name; no other step or layer reads them
+    details: dict[str, Any] = field(default_factory=dict)
     stop_reason: str = ""
     # -- set by the workflow runner, for every step --
     operation: str = ""  # the operation this run is
@@ -105,8 +152,11 @@ class MemoryContext:
         self.stop_reason = reason
 
     def fork(self) -> MemoryContext:
-        """A shallow copy for one parallel branch."""
-        return dataclasses.replace(self, details=dict(self.details))
+        """A shallow copy for one parallel branch (its own `details` dict)."""
+        # Not `dataclasses.replace`: a fork is made per branch per run, and __init__ costs ten times more.
+        forked = object.__new__(type(self))
+        forked.__dict__.update(self.__dict__, details=dict(self.details))
+        return forked
 
 
 CONTEXT_FIELDS: frozenset[str] = frozenset(item.name for item in dataclasses.fields(MemoryContext))
@@ -128,3 +178,8 @@ CALLER_FIELDS: frozenset[str] = frozenset(
         "top_k",
     )
 )
+# Set by the workflow runner for every run.
+RUNNER_FIELDS: frozenset[str] = frozenset(("operation", "on_demand", "run_id"))
+# What every worker may read without declaring it: whose memories the run is about (every store
+# access is scoped by them), what the runner set, and whether the run was stopped.
+ALWAYS_READABLE: frozenset[str] = frozenset(("user_name", "target_name", "workspace", "stop_reason")) | RUNNER_FIELDS

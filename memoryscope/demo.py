@@ -61,7 +61,8 @@ def _ingest(scope: MemoryScope, conversation: dict[str, Any], shown: tzinfo, ech
             for index, text in enumerate(session["messages"])
         )
         result = service.run_operation("read_message", user, messages=messages)
-        stored = result.context.details.get("stored_messages", len(messages))
+        new = result.context.stored_message_ids
+        stored = len(messages) if new is None else len(new)
         echo(f"  [{number}/{len(sessions)}] {when:%Y-%m-%d}: stored {stored} messages")
     if not scope.has_generation_model:
         echo("  (no LLM configured: messages stay conversation memories; set MEMORYSCOPE_LLM_API_BASE to consolidate)")

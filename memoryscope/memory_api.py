@@ -128,7 +128,7 @@ class MemoryApi:
         service = self.default_service
         operation = self._operation("store_operation", "read_message", "add(infer=True)")
         result = service.run_operation(operation, user, messages=tuple(said), target_name=target_name, workspace=workspace)
-        ids = list(result.context.details.get("stored_message_ids", ()))
+        ids = list(result.context.stored_message_ids or ())
         return [_record(node, self._settings) for node in self._store().get(ids)]
 
     def update(self, memory_id: str, text: str | None = None, *, metadata: Mapping[str, Any] | None = None) -> MemoryRecord:

@@ -132,7 +132,8 @@ class MemoryService:
             return RunResult(context=context, timings=(), stopped=operation.unavailable, total_seconds=0.0)
         # a backend operation runs through the scheduler: one per user at a time, and recorded
         result = self.scheduler.run_now(operation, context) if operation.backend else operation.runner.run(context)
-        if context.messages and result.context.details.get("stored_messages", 1):
+        stored = result.context.stored_message_ids  # None: no step of the operation stores messages
+        if context.messages and (stored is None or stored):
             self.notify_messages(user_name, context.target_name, context.workspace)
         return result
 

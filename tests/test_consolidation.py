@@ -259,7 +259,7 @@ def test_an_answer_malformed_twice_keeps_its_messages_pending_and_the_rest_goes_
     memory = memory_for("ann")
     memory.tell(*EVENING_TALK)
     result = memory.consolidate()
-    skipped = result.context.details["get_observation_with_time"]["unreadable_message_ids"]
+    skipped = result.context.unreadable_timed_message_ids
     assert len(skipped) == 2  # "last Saturday" and "Yesterday": their facts are skipped
     assert [node.content for node in memory.nodes(MemoryType.OBSERVATION)] == [
         "ann does not drink coffee any more",

@@ -64,7 +64,7 @@ def test_delete_all_during_a_run_is_not_undone(setup: tuple[SqliteMemoryStore, W
     result = run_while(store, runner, script, lambda: store.delete_by_filter(MemoryFilter("ann")))
     assert store.count(MemoryFilter("ann")) == 0
     assert "deleted meanwhile" in result.context.result
-    assert result.context.details["store_memory"]["dropped"] == 6  # 3 messages and the 3 facts drawn from them
+    assert result.context.store_outcome.dropped == 6  # 3 messages and the 3 facts drawn from them
 
 
 def test_deleting_one_message_drops_only_what_came_from_it(

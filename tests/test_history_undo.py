@@ -111,6 +111,6 @@ def test_a_pinned_memory_is_not_expired_by_a_contradiction(
     result = scope.default_service.run_operation("consolidate_memory", "ann")
     [still] = scope.store.get([coffee.memory_id])
     assert still.status is MemoryStatus.VALID and still.meta["pinned"] is True
-    assert result.context.details["store_memory"]["pinned_kept"] == 1
+    assert result.context.store_outcome.pinned_kept == 1
     assert cli(capsys, "unpin", coffee.memory_id, "--config", str(config))[0] == 0
     assert "pinned" not in scope.store.get([coffee.memory_id])[0].meta

@@ -68,7 +68,7 @@ class ContraRepeatWorker(LLMWorker):
     """
 
     reads: ClassVar[tuple[str, ...]] = ("observations", "timed_observations", "today_memories")
-    writes: ClassVar[tuple[str, ...]] = ("new_observations", "expired_memories")
+    writes: ClassVar[tuple[str, ...]] = ("new_observations", "expired_memories", "details")
     prompt_name: ClassVar[str] = "contra_repeat"
     expected_format: ClassVar[dict[str, str]] = _EXPECTED_FORMAT
     answer_name: ClassVar[str] = "repeat/contradiction decisions"

@@ -62,7 +62,7 @@ class ObservationParams(LLMWorkerParams):
 
 @dataclass
 class _Outcome:
-    """What one run made, and what it left out and why (for `details`)."""
+    """What one run made, and what it left out and why."""
 
     nodes: dict[str, MemoryNode] = field(default_factory=dict)
     skipped: list[dict[str, Any]] = field(default_factory=list)
@@ -84,12 +84,13 @@ class GetObservationWorker(LLMWorker):
     message's time, `source_message_ids` = the message's memory id, and a memory id derived
     from user, sources and content (a redo of the same batch writes the same nodes). Items that
     are empty, "none", too long, point at no message, or exceed `max_observations_per_message` are
-    skipped; so is a whole reply that stays unreadable after one repair request. Both are
-    listed in `details[<worker name>]`.
+    skipped, and listed in `details[<worker name>]`. A whole reply that stays unreadable after one
+    repair request is skipped too: its messages are named in `unreadable_message_ids`, and
+    `store_memory` leaves them pending.
     """
 
     reads: ClassVar[tuple[str, ...]] = ("informative_messages",)
-    writes: ClassVar[tuple[str, ...]] = ("observations",)
+    writes: ClassVar[tuple[str, ...]] = ("observations", "unreadable_message_ids", "details")
     prompt_name: ClassVar[str] = "get_observation"
     expected_format: ClassVar[dict[str, str]] = _EXPECTED_FORMAT
     answer_name: ClassVar[str] = "observations"
@@ -102,12 +103,11 @@ class GetObservationWorker(LLMWorker):
     def run(self, ctx: MemoryContext) -> None:
         messages = [node for node in ctx.informative_messages if self.selects(node)]
         outcome = self._extract(ctx, messages) if messages else _Outcome()
-        self.assign(ctx, tuple(outcome.nodes.values()))
+        self.assign(ctx, tuple(outcome.nodes.values()), tuple(outcome.unreadable_message_ids))
         ctx.details[self.name] = {
             "messages": len(messages),
             "observations": len(outcome.nodes),
             "skipped": outcome.skipped,
-            "unreadable_message_ids": outcome.unreadable_message_ids,
             "dropped_times": outcome.dropped_times,
         }
 
@@ -117,8 +117,10 @@ class GetObservationWorker(LLMWorker):
         """Whether this worker handles `message`: here, those that say nothing about time."""
         return not mentions_time(message.content, local_time(message, self._zone))
 
-    def assign(self, ctx: MemoryContext, nodes: tuple[MemoryNode, ...]) -> None:
+    def assign(self, ctx: MemoryContext, nodes: tuple[MemoryNode, ...], unreadable_ids: tuple[str, ...]) -> None:
+        """Set this worker's fields: the facts, and the messages whose facts stayed unreadable."""
         ctx.observations = nodes
+        ctx.unreadable_message_ids = unreadable_ids
 
     def line(self, number: int, message: MemoryNode, speaker: str) -> str:
         colon = "：" if self._language == "zh" else ": "

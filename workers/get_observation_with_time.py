@@ -38,10 +38,11 @@ class GetObservationWithTimeWorker(GetObservationWorker):
     `meta["time_source"]` says which ("rules" or "llm"), `meta["time_text"]` what was read.
     A model date that is no date ("2024-13-45") or outside the years 1900..2200 (see
     `memoryscope.timeparse.model_dates`) is ignored: the fact is kept, without that time, and
-    listed in `details[<worker name>]["dropped_times"]`.
+    listed in `details[<worker name>]["dropped_times"]`. The messages of an unreadable reply are
+    named in `unreadable_timed_message_ids` (a field of its own: it runs beside `get_observation`).
     """
 
-    writes: ClassVar[tuple[str, ...]] = ("timed_observations",)
+    writes: ClassVar[tuple[str, ...]] = ("timed_observations", "unreadable_timed_message_ids", "details")
     prompt_name: ClassVar[str] = "get_observation_with_time"
     expected_format: ClassVar[dict[str, str]] = _EXPECTED_FORMAT
 
@@ -55,8 +56,9 @@ class GetObservationWithTimeWorker(GetObservationWorker):
     def selects(self, message: MemoryNode) -> bool:
         return mentions_time(message.content, local_time(message, self._zone))
 
-    def assign(self, ctx: MemoryContext, nodes: tuple[MemoryNode, ...]) -> None:
+    def assign(self, ctx: MemoryContext, nodes: tuple[MemoryNode, ...], unreadable_ids: tuple[str, ...]) -> None:
         ctx.timed_observations = nodes
+        ctx.unreadable_timed_message_ids = unreadable_ids
 
     def line(self, number: int, message: MemoryNode, speaker: str) -> str:
         colon = "：" if self._language == "zh" else ": "

@@ -41,7 +41,7 @@ class GetReflectionSubjectWorker(ReflectionWorker):
     """
 
     reads: ClassVar[tuple[str, ...]] = ("unreflected_observations", "insights")
-    writes: ClassVar[tuple[str, ...]] = ("insight_subjects",)
+    writes: ClassVar[tuple[str, ...]] = ("insight_subjects", "details")
     prompt_name: ClassVar[str] = "get_reflection_subject"
     expected_format: ClassVar[str] = _FORMAT
     answer_name: ClassVar[str] = "subject list"

@@ -76,7 +76,8 @@ class InfoFilterWorker(LLMWorker):
     """
 
     reads: ClassVar[tuple[str, ...]] = ("user_name", "target_name", "workspace", "retry_failed")
-    writes: ClassVar[tuple[str, ...]] = ("pending_messages", "informative_messages")
+    # `result` and the stop: when nothing is pending, or every message was left pending
+    writes: ClassVar[tuple[str, ...]] = ("pending_messages", "informative_messages", "result", "details")
     prompt_name: ClassVar[str] = "info_filter"
     expected_format: ClassVar[dict[str, str]] = _EXPECTED_FORMAT
     answer_name: ClassVar[str] = "message scores"

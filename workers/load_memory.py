@@ -43,7 +43,7 @@ class LoadMemoryWorker(Worker):
     reads: ClassVar[tuple[str, ...]] = ("user_name", "target_name", "workspace")
     # Read when there: the pending batch and the query time say which day "today" is.
     optional_reads: ClassVar[tuple[str, ...]] = ("pending_messages", "query_time")
-    writes: ClassVar[tuple[str, ...]] = ("today_memories", "unreflected_observations", "insights")
+    writes: ClassVar[tuple[str, ...]] = ("today_memories", "unreflected_observations", "insights", "details")
 
     class Params(WorkerParams):
         retrieve_today_top_k: int = Field(0, ge=0, description="How many of today's observations to load; 0 skips them.")

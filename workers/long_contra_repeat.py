@@ -54,7 +54,7 @@ class LongContraRepeatWorker(ReflectionWorker):
     reads: ClassVar[tuple[str, ...]] = ("updated_insights", "unreflected_observations")
     # Kept and added to when an earlier step expired memories already.
     optional_reads: ClassVar[tuple[str, ...]] = ("expired_memories",)
-    writes: ClassVar[tuple[str, ...]] = ("expired_memories",)
+    writes: ClassVar[tuple[str, ...]] = ("expired_memories", "details")
     prompt_name: ClassVar[str] = "long_contra_repeat"
     expected_format: ClassVar[str] = _FORMAT
     answer_name: ClassVar[str] = "contradiction judgments"

@@ -46,7 +46,7 @@ class ReadMessageWorker(Worker):
     consolidation has not used yet. Messages already stored are left as they are (consolidation
     may have marked them), so reading the same messages again adds nothing: a message's memory
     id is derived from the user and its `message_id` (see `message_memory_id`).
-    `details["stored_messages"]` counts the new ones.
+    `stored_message_ids` names the new ones.
 
     A message alone often names neither what it answers nor what it led to ("Yes, every
     evening!"), so keyword search (`memoryscope.memory.searchable_text`) also indexes
@@ -70,7 +70,7 @@ class ReadMessageWorker(Worker):
     """
 
     reads: ClassVar[tuple[str, ...]] = ("messages", "embedded")
-    writes: ClassVar[tuple[str, ...]] = ("details", "result")
+    writes: ClassVar[tuple[str, ...]] = ("stored_message_ids", "result")
 
     class Params(WorkerParams):
         context_messages: int = Field(
@@ -125,8 +125,7 @@ class ReadMessageWorker(Worker):
             self._store.upsert(new, _given_vectors(ctx, new), change=ChangeSource.of(ctx))
         stored_in_order = [*earlier, *(known.get(memory_id) for memory_id in ids)]
         self._extend_replies(stored_in_order, texts)
-        ctx.details["stored_messages"] = len(new)
-        ctx.details["stored_message_ids"] = [node.memory_id for node in new]
+        ctx.stored_message_ids = tuple(node.memory_id for node in new)
         ctx.result = _RESULT[self._language].format(
             new=len(new), known=len(known), messages="message" if len(new) == 1 else "messages"
         )

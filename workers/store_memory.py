@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from pydantic import Field
 
-from memoryscope.context import MemoryContext
+from memoryscope.context import MemoryContext, StoreOutcome
 from memoryscope.env import Env
 from memoryscope.history import ChangeSource, is_pinned
 from memoryscope.memory import MemoryNode, caller_metadata, utc_now
@@ -54,17 +54,20 @@ class StoreMemoryWorker(Worker):
     nothing twice (the nodes' ids are deterministic).
 
     A pinned memory (`memoryscope pin ID`) is never expired or rewritten: an expiry or insight
-    update of one is left out (counted in `details[<worker name>]["pinned_kept"]`).
+    update of one is left out (counted in `store_outcome.pinned_kept`).
 
     A user's delete is never undone: every node the run loaded is written back only if it
     still exists at write time, and a new memory only if what it was drawn from still does
     (the store checks inside the same write, `MemoryStore.upsert(requires=...)`). What is left
-    out so is counted in `details[<worker name>]["dropped"]` and said in `result`.
+    out so is counted in `store_outcome.dropped` and said in `result`.
+
+    The messages named in `unreadable_message_ids` or `unreadable_timed_message_ids` (the facts
+    drawn from them stayed unreadable) stay pending instead, with the failure noted on them.
 
     `result` is a readable summary ("stored 3 observations, expired 1, consolidated 5
-    messages"); `details[<worker name>]` has the counts and the ids written. Whatever fields an
-    earlier step did not write are simply empty, so the same worker ends consolidate_memory
-    and reflect_and_reconsolidate.
+    messages"); `store_outcome` has the counts and the ids written. Whatever fields an earlier
+    step did not write are simply empty, so the same worker ends consolidate_memory and
+    reflect_and_reconsolidate.
     """
 
     reads: ClassVar[tuple[str, ...]] = ()
@@ -78,8 +81,10 @@ class StoreMemoryWorker(Worker):
         "insights",
         "observations",
         "timed_observations",
+        "unreadable_message_ids",
+        "unreadable_timed_message_ids",
     )
-    writes: ClassVar[tuple[str, ...]] = ("result", "details")
+    writes: ClassVar[tuple[str, ...]] = ("result", "store_outcome")
 
     class Params(WorkerParams):
         max_consolidation_failures: int = Field(
@@ -106,7 +111,7 @@ class StoreMemoryWorker(Worker):
         now = utc_now()
         nodes: dict[str, MemoryNode] = {}
         # messages whose facts stayed unreadable stay pending, with the failure noted (retried later)
-        unreadable = _unreadable_messages(ctx)
+        unreadable = {*ctx.unreadable_message_ids, *ctx.unreadable_timed_message_ids}
         messages = [self._failed(node, now) if node.memory_id in unreadable else cleared(node) for node in ctx.pending_messages]
         left_pending = sum(node.memory_id in unreadable for node in messages)
         consolidated = {node.memory_id for node in (*messages, *ctx.unreflected_observations) if node.memory_id not in unreadable}
@@ -140,11 +145,11 @@ class StoreMemoryWorker(Worker):
             "pending": left_pending,
             "reflected": len(ctx.unreflected_observations),
         }
-        kept = [node.memory_id for node in written if node.memory_id not in set(dropped)]
+        kept = tuple(node.memory_id for node in written if node.memory_id not in set(dropped))
         kept_pinned = len(ctx.updated_insights) - len(insights) + len(ctx.expired_memories) - len(expired)
-        ctx.details[self.name] = {
-            **counts, "written": len(kept), "memory_ids": kept, "dropped": len(dropped), "pinned_kept": kept_pinned,
-        }  # fmt: skip
+        ctx.store_outcome = StoreOutcome(
+            **counts, written=len(kept), memory_ids=kept, dropped=len(dropped), pinned_kept=kept_pinned
+        )
         ctx.result = self._summary(counts, len(dropped))
 
     def _failed(self, node: MemoryNode, now: datetime) -> MemoryNode:
@@ -161,16 +166,6 @@ class StoreMemoryWorker(Worker):
                 parts.append((singular if count == 1 else plural).format(n=count))
         text = str(words["separator"]).join(parts) if parts else str(words["nothing"])
         return text + str(words["dropped"]).format(n=dropped) if dropped else text
-
-
-def _unreadable_messages(ctx: MemoryContext) -> set[str]:
-    """Messages whose facts no step could read (the extraction steps list them in their details)."""
-    return {
-        memory_id
-        for details in ctx.details.values()
-        if isinstance(details, dict)
-        for memory_id in details.get("unreadable_message_ids", ())
-    }
 
 
 def _requirements(ctx: MemoryContext, written: list[MemoryNode]) -> dict[str, tuple[str, ...]]:

@@ -82,7 +82,7 @@ class UpdateInsightWorker(ReflectionWorker):
     """
 
     reads: ClassVar[tuple[str, ...]] = ("unreflected_observations", "insights", "insight_subjects")
-    writes: ClassVar[tuple[str, ...]] = ("updated_insights",)
+    writes: ClassVar[tuple[str, ...]] = ("updated_insights", "details")
     prompt_name: ClassVar[str] = "update_insight"
     expected_format: ClassVar[str] = _FORMAT
     answer_name: ClassVar[str] = "insight values"

@@ -53,12 +53,18 @@ class UpdateMemoryWorker(Worker):
       the user's memories whose text is exactly the query (MemoryScope 0.1's `query=` form).
     - `delete_all`: every memory of this user, target and workspace.
 
-    `result` says what was done; `details` has the ids (`added`, `deleted`, `unknown_ids`) or the
-    count (`deleted_count`).
+    `result` says what was done; `added_memory_ids`, `deleted_memory_ids` and
+    `unknown_memory_ids` name the memories, `deleted_count` counts those deleted.
     """
 
     reads: ClassVar[tuple[str, ...]] = ("query", "query_time", "new_memories", "memory_ids")
-    writes: ClassVar[tuple[str, ...]] = ("result", "details")
+    writes: ClassVar[tuple[str, ...]] = (
+        "result",
+        "added_memory_ids",
+        "deleted_memory_ids",
+        "unknown_memory_ids",
+        "deleted_count",
+    )
 
     class Params(WorkerParams):
         method: Literal["add", "delete", "delete_all"] = Field(
@@ -104,7 +110,7 @@ class UpdateMemoryWorker(Worker):
             self._delete(ctx)
         else:
             count = self._store.delete_by_filter(_scope(ctx), change=ChangeSource.of(ctx))
-            ctx.details["deleted_count"] = count
+            ctx.deleted_count = count
             ctx.result = self._messages["delete_all"].format(count=count, memories=_memories(count))
 
     def _add(self, ctx: MemoryContext) -> None:
@@ -130,11 +136,11 @@ class UpdateMemoryWorker(Worker):
             if text
         ]
         if not nodes:
-            ctx.details["added"] = []
+            ctx.added_memory_ids = ()
             ctx.result = self._messages["nothing"]
             return
         self._store.upsert(nodes, change=ChangeSource.of(ctx))
-        ctx.details["added"] = [node.memory_id for node in nodes]
+        ctx.added_memory_ids = tuple(node.memory_id for node in nodes)
         ctx.result = self._messages["add"].format(count=len(nodes), memories=_memories(len(nodes)))
 
     def _delete(self, ctx: MemoryContext) -> None:
@@ -142,8 +148,9 @@ class UpdateMemoryWorker(Worker):
         if not asked and ctx.query.strip():
             asked = self._ids_with_text(ctx, ctx.query.strip())
         if not asked:
-            ctx.details["deleted"] = []
-            ctx.details["unknown_ids"] = []
+            ctx.deleted_memory_ids = ()
+            ctx.unknown_memory_ids = ()
+            ctx.deleted_count = 0
             ctx.result = self._messages["no_ids"]
             return
         owned = [
@@ -154,8 +161,9 @@ class UpdateMemoryWorker(Worker):
         mine = set(owned)
         unknown = [memory_id for memory_id in asked if memory_id not in mine]
         count = self._store.delete(owned, change=ChangeSource.of(ctx)) if owned else 0
-        ctx.details["deleted"] = owned
-        ctx.details["unknown_ids"] = unknown
+        ctx.deleted_memory_ids = tuple(owned)
+        ctx.unknown_memory_ids = tuple(unknown)
+        ctx.deleted_count = count
         result = self._messages["delete"].format(count=count, memories=_memories(count))
         if unknown:
             result += self._messages["unknown"].format(ids=", ".join(unknown))

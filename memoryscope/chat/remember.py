@@ -104,7 +104,7 @@ class TurnStorage:
             messages.append(Message(role="assistant", content=reply, time=ask.time, name=self.assistant_name))
             embedded = (*embedded, *self._embed_reply(reply))
         result = self._service.run_operation(self._operation, ask.user_name, messages=tuple(messages), embedded=embedded)
-        new = tuple(str(memory_id) for memory_id in result.context.details.get("stored_message_ids", ()))
+        new = result.context.stored_message_ids or ()
         return self._split(ask, new, sent=len(messages))
 
     def forget(self, user_name: str, memory_ids: tuple[str, ...]) -> None:

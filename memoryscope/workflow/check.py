@@ -1,8 +1,10 @@
 """Prove a workflow plan can run before anything runs.
 
 The check walks the plan the way the runner will and reports every problem at once: unknown
-worker names, fields read before anything writes them, declared fields that the context does
-not have, and parallel branches that would overwrite each other's results when merged.
+worker names, fields read before anything writes them, declared fields (`reads`,
+`optional_reads`, `writes`) that the context does not have, and parallel branches that would
+overwrite each other's results when merged. That a worker touches only what it declares is
+checked while it runs, in the runner's checking mode (`memoryscope.workflow.io_check`).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from memoryscope.context import CONTEXT_FIELDS
+from memoryscope.context import CONTEXT_FIELDS, RUNNER_FIELDS
 from memoryscope.errors import ConfigError, closest
 from memoryscope.workflow.plan import Sequence, Step
 
@@ -23,7 +25,9 @@ MERGED_FIELDS: frozenset[str] = frozenset({"details", "stop_reason"})
 
 
 class WorkerSpec(Protocol):
-    """What the check needs of a worker (class or instance): its declared fields."""
+    """What the check needs of a worker (class or instance): its declared fields. An
+    `optional_reads` tuple, when the spec has one, is checked too (names only: nothing needs to
+    write those fields)."""
 
     @property
     def reads(self) -> Iterable[str]: ...
@@ -68,7 +72,7 @@ class _Checker:
             declared = self._declared_fields(name)
             for field in declared[1] if declared else ():
                 self._writers.setdefault(field, []).append((position, name))
-        self._sequence(self._plan, frozenset(self._given) | MERGED_FIELDS)
+        self._sequence(self._plan, frozenset(self._given) | MERGED_FIELDS | RUNNER_FIELDS)
         # A worker used twice would repeat its declaration problems; keep the first of each.
         return [(self._where, message) for message in dict.fromkeys(self._messages)]
 
@@ -114,11 +118,12 @@ class _Checker:
             self._declared[name] = None
             return None
         declared = (self._valid_fields(name, spec, "reads"), self._valid_fields(name, spec, "writes"))
+        self._valid_fields(name, spec, "optional_reads")
         self._declared[name] = declared
         return declared
 
     def _valid_fields(self, name: str, spec: WorkerSpec, kind: str) -> tuple[str, ...]:
-        fields = getattr(spec, kind)
+        fields = getattr(spec, kind, ())
         owner = spec.__name__ if isinstance(spec, type) else type(spec).__name__
         if isinstance(fields, str):  # `reads = ("query")` is a string, not a one-field tuple
             self._report(f"worker {name!r} ({owner}) {kind} must be a tuple of field names, not the string {fields!r}")

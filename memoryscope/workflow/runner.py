@@ -16,6 +16,11 @@ I/O, and any branch on its first run.
 
 Besides those timings the runner keeps no per-run state: one runner serves many concurrent
 runs, each on its own context.
+
+With `check_io` (default: `MEMORYSCOPE_CHECK_WORKER_IO=1` in the environment when the runner is
+built; the test suite sets it) every step runs on a recording copy of the context and fails when
+it read or wrote a field its worker does not declare (`memoryscope.workflow.io_check`). The
+choice is made once, when the plan is compiled: without it a step is the worker's own `run`.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from memoryscope.context import MemoryContext
 from memoryscope.errors import UnknownNameError, WorkerError
 from memoryscope.worker import Worker
 from memoryscope.workflow.check import MERGED_FIELDS
+from memoryscope.workflow.io_check import checked_run, checking_worker_io
 from memoryscope.workflow.plan import Sequence, Step
 
 __all__ = ["RunResult", "WorkflowRunner"]
@@ -103,7 +109,8 @@ class WorkflowRunner:
     `skip` names workers not to run, as a collection or a predicate (an LLM step when no
     generation model is configured); they are listed in `RunResult.skipped` and need no
     instance in `workers`. `executor` runs parallel branches; share one between runners, or
-    let the runner make its own (only if the plan has a `Parallel`) and `close()` it.
+    let the runner make its own (only if the plan has a `Parallel`) and `close()` it. `check_io`
+    turns the checking mode on or off (None: as `MEMORYSCOPE_CHECK_WORKER_IO` says).
     """
 
     def __init__(
@@ -115,9 +122,11 @@ class WorkflowRunner:
         skip: Collection[str] | Callable[[str], bool] = (),
         executor: Executor | None = None,
         where: str = "",
+        check_io: bool | None = None,
     ) -> None:
         self.name = name
         self.plan = plan
+        self.checks_io = checking_worker_io() if check_io is None else check_io
         is_skipped = skip if callable(skip) else frozenset(skip).__contains__
         self.skipped_workers = frozenset(step for step in plan.step_names() if is_skipped(step))
         for step in plan.step_names():
@@ -154,13 +163,17 @@ class WorkflowRunner:
         ops: list[_Op] = []
         for item in sequence.items:
             if isinstance(item, Step):
-                skipped = item.name in self.skipped_workers
-                ops.append(_StepOp(item.name, None if skipped else workers[item.name].run))
+                ops.append(_StepOp(item.name, self._step_run(item.name, workers)))
                 continue
             copied = tuple(self._copied_fields(branch, workers) for branch in item.branches)
             branches = tuple(self._compile(branch, workers) for branch in item.branches)
             ops.append(_ParallelOp(branches, copied, [None] * len(branches)))
         return tuple(ops)
+
+    def _step_run(self, name: str, workers: Mapping[str, Worker]) -> Callable[[MemoryContext], None] | None:
+        if name in self.skipped_workers:
+            return None
+        return checked_run(workers[name]) if self.checks_io else workers[name].run
 
     def _copied_fields(self, branch: Sequence, workers: Mapping[str, Worker]) -> tuple[str, ...]:
         fields: dict[str, None] = {}  # a dict keeps the declared order

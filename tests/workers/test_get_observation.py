@@ -187,7 +187,7 @@ def test_an_answer_unreadable_twice_skips_its_messages_without_crashing(
     script.garbage("get_observation", 2)
     ctx = run(worker(server, "get_observation"), *MESSAGES)
     assert ctx.observations == ()
-    assert ctx.details["get_observation"]["unreadable_message_ids"] == [MESSAGES[0].memory_id, MESSAGES[2].memory_id]
+    assert ctx.unreadable_message_ids == (MESSAGES[0].memory_id, MESSAGES[2].memory_id)
 
 
 def test_an_empty_array_means_no_facts(server: FakeOpenAIServer) -> None:

@@ -313,7 +313,7 @@ def test_get_observation_uses_python_style_items_without_a_repair(
 def test_get_observation_asks_again_after_a_refusal(llm: OpenAILikeGeneration, server: FakeOpenAIServer) -> None:
     ctx = MemoryContext(user_name="ann", informative_messages=(message("I play the guitar every evening"),))
     worker(llm, "get_observation").run(ctx)
-    assert ctx.observations == () and len(ctx.details["get_observation"]["unreadable_message_ids"]) == 1
+    assert ctx.observations == () and len(ctx.unreadable_message_ids) == 1
     assert len(chats(server)) == 2 and repaired(server)
 
 

@@ -37,7 +37,7 @@ def test_stores_user_and_assistant_messages_as_conversation_memories(store: Any)
     assert all(n.memory_type is MemoryType.CONVERSATION and not n.reflected for n in stored)
     assert all(n.message_time == SAID and n.target_name == "ann" for n in stored)
     assert [n.source_message_ids for n in stored] == [("m1",), ("m2",)]
-    assert ctx.details["stored_messages"] == 2
+    assert ctx.stored_message_ids == tuple(node.memory_id for node in stored)
     assert ctx.result == "stored 2 new messages (0 already stored)"
 
 
@@ -48,7 +48,7 @@ def test_reading_the_same_messages_again_adds_nothing_and_keeps_consolidation_ma
     store.update(first[0].memory_id, reflected=True)  # consolidation used it
     again = MemoryContext(user_name="ann", messages=MESSAGES)
     worker.run(again)
-    assert again.details["stored_messages"] == 0
+    assert again.stored_message_ids == ()
     assert again.result == "stored 0 new messages (2 already stored)"
     assert store.count(MemoryFilter(user_name="ann")) == 2
     assert store.get([first[0].memory_id])[0].reflected is True

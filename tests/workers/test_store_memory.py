@@ -54,7 +54,7 @@ def test_one_write_stores_observations_expires_and_marks_messages_consolidated(s
     assert all(stored[node.memory_id].reflected for node in messages)
     assert not stored[new.memory_id].reflected  # not reflected on yet: that is the reflection cycle's flag
     assert all(node.updated_at >= before for node in stored.values())
-    assert ctx.details["store_memory"]["written"] == 4
+    assert ctx.store_outcome.written == 4 and len(ctx.store_outcome.memory_ids) == 4
 
 
 def test_reflection_results_insights_and_observations_marked_reflected(store: Any, make_node: Make) -> None:
@@ -107,7 +107,7 @@ def test_what_was_deleted_since_the_run_loaded_it_is_left_out_and_said(store: An
     storer(store).run(ctx)
     stored = sorted(node.content for node in store.scan(MemoryFilter(user_name="ann")))
     assert stored == ["I play the guitar", "ann plays the guitar"]
-    assert ctx.details["store_memory"]["dropped"] == 2
+    assert ctx.store_outcome.dropped == 2
     assert ctx.result == "stored 2 observations, consolidated 2 messages; left out 2 deleted meanwhile"
 
 
@@ -163,4 +163,4 @@ def test_reflection_does_not_bring_back_deleted_observations_or_insights_drawn_f
     stored = {node.content: node for node in store.scan(MemoryFilter(user_name="ann"))}
     assert sorted(stored) == ["I play the guitar", "ann lives in Hangzhou", "home: Hangzhou"]
     assert stored["ann lives in Hangzhou"].reflected
-    assert ctx.details["store_memory"]["dropped"] == 2
+    assert ctx.store_outcome.dropped == 2

@@ -28,7 +28,7 @@ def test_add_stores_customized_observations_said_at_query_time(store: Any, metho
     updater(store, method).run(ctx)
     [node] = store.scan(MemoryFilter(user_name="ann", workspace="w"))
     assert (node.content, node.memory_type, node.message_time) == ("I like green tea", MemoryType.OBS_CUSTOMIZED, NOW)
-    assert ctx.details["added"] == [node.memory_id]
+    assert ctx.added_memory_ids == (node.memory_id,)
     assert ctx.result == "added 1 memory"
 
 
@@ -47,8 +47,8 @@ def test_delete_removes_own_memories_and_refuses_another_users(store: Any, make_
     updater(store, method).run(ctx)
     assert store.get([mine.memory_id]) == []
     assert [n.content for n in store.get([theirs.memory_id])] == ["user plays the piano"]
-    assert ctx.details["deleted"] == [mine.memory_id]
-    assert ctx.details["unknown_ids"] == [theirs.memory_id, "nope"]
+    assert ctx.deleted_memory_ids == (mine.memory_id,) and ctx.deleted_count == 1
+    assert ctx.unknown_memory_ids == (theirs.memory_id, "nope")
     assert theirs.memory_id in ctx.result and "nope" in ctx.result
 
 
@@ -58,7 +58,7 @@ def test_delete_refuses_same_user_in_another_workspace(store: Any, make_node: Ma
     ctx = MemoryContext(user_name="ann", memory_ids=(elsewhere.memory_id,))
     updater(store, "delete").run(ctx)
     assert len(store.get([elsewhere.memory_id])) == 1
-    assert ctx.details["unknown_ids"] == [elsewhere.memory_id]
+    assert ctx.unknown_memory_ids == (elsewhere.memory_id,)
 
 
 def test_delete_all_only_touches_this_user_target_and_workspace(store: Any, make_node: Make) -> None:
@@ -72,7 +72,7 @@ def test_delete_all_only_touches_this_user_target_and_workspace(store: Any, make
     )
     ctx = MemoryContext(user_name="ann")
     updater(store, "delete_all").run(ctx)
-    assert ctx.details["deleted_count"] == 2
+    assert ctx.deleted_count == 2
     assert store.count(MemoryFilter(user_name="ann")) == 1
     assert store.count(MemoryFilter(user_name="bob")) == 1
 
