@@ -33,7 +33,7 @@ import random
 import re
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any, ClassVar, TypeVar
 
@@ -143,6 +143,8 @@ class RetryPolicy:
     max_retries: int = 3
     backoff_s: float = 0.5
     max_wait_s: float = 20.0
+    # how the sync path waits between attempts; tests pass a recorder instead of the wall clock
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
 
     def wait_s(self, retry_number: int, retry_after_s: float | None = None) -> float:
         """Seconds to wait before retry `retry_number` (0-based)."""
@@ -261,7 +263,7 @@ class RemoteCaller:
                 wait = self._wait_or_error(failure, retry_number)
             if isinstance(wait, ModelError):
                 raise wait  # outside the `except`: nothing chained, see the module docstring
-            time.sleep(wait)
+            self.policy.sleep(wait)
             retry_number += 1
 
     async def acall(self, attempt: Callable[[], Awaitable[T]]) -> T:
