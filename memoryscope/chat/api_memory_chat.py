@@ -145,7 +145,12 @@ class ApiMemoryChat:
         """
         ask = self._ask(query, role_name, query_time, remember_response)
         prompt_parts = (system_prompt, memory_prompt, temporary_memories)
-        return self._answer(self._prepare(ask, prompt_parts, history, history_message_strategy), stream)
+        try:
+            prepared = self._prepare(ask, prompt_parts, history, history_message_strategy)
+        except KeyboardInterrupt:  # Ctrl-C while memories were being found: the message was still said
+            self._remember_unanswered(ask)
+            raise
+        return self._answer(prepared, stream)
 
     async def achat_with_memory(
         self,
