@@ -52,5 +52,9 @@ setup(
             "setuptools>=70.1",  # builds tests/example_worker_project offline
         ],
     },
-    entry_points={"console_scripts": ["memoryscope=memoryscope.cli:main"]},
+    entry_points={
+        "console_scripts": ["memoryscope=memoryscope.cli:main"],
+        # the pytest plugin: fake servers, the offline embedding model, a network block
+        "pytest11": ["memoryscope = memoryscope.testing.pytest_plugin"],
+    },
 )

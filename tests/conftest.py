@@ -3,6 +3,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from memoryscope.models.embedding.local_embedding import LocalEmbedding
+    from memoryscope.testing.fake_openai import FakeOpenAIServer
 
 # Set before any test loads the local embedding engine: its OpenMP threads otherwise spin
 # between calls and slow everything else on a 2-core machine.
@@ -10,3 +19,34 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # Every workflow run in the tests checks that each worker reads and writes only what it declares
 # (memoryscope.workflow.io_check); `MEMORYSCOPE_CHECK_WORKER_IO=0 pytest` turns it off.
 os.environ.setdefault("MEMORYSCOPE_CHECK_WORKER_IO", "1")
+
+# The fixtures `fake_openai`, `local_embedding` and `no_network` come from MemoryScope's pytest
+# plugin. An install made from this setup.py registers it already (the `pytest11` entry point);
+# loading it twice would fail, so load it here only when it is not registered.
+PLUGIN = "memoryscope.testing.pytest_plugin"
+if not any(point.value == PLUGIN for point in entry_points(group="pytest11")):
+    pytest_plugins = [PLUGIN]
+
+
+@pytest.fixture(autouse=True)
+def _network_off(no_network: None) -> None:
+    """Nothing in this suite reaches the internet: a download or lookup attempted by any library
+    fails loudly instead of passing by luck. Only loopback (the fake servers) answers."""
+
+
+@pytest.fixture
+def server(fake_openai: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
+    """The suite's short name for `fake_openai`; modules that fake another server override it."""
+    yield fake_openai
+
+
+@pytest.fixture(scope="session")
+def embedding(local_embedding: LocalEmbedding) -> LocalEmbedding:
+    """The suite's short name for `local_embedding`."""
+    return local_embedding
+
+
+@pytest.fixture(scope="session")
+def embedding_model(local_embedding: LocalEmbedding) -> LocalEmbedding:
+    """The suite's name for `local_embedding` where stores take it as `embedding_model`."""
+    return local_embedding

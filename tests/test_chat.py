@@ -43,10 +43,10 @@ def offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MemoryS
 
 
 @pytest.fixture
-def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as fake:
-        fake.add_rule("what is my cat called", REPLY)
-        yield fake
+def server(fake_openai: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
+    fake = fake_openai
+    fake.add_rule("what is my cat called", REPLY)
+    yield fake
 
 
 @pytest.fixture

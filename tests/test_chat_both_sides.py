@@ -33,10 +33,10 @@ INTERRUPTED = "this question is interrupted"
 
 
 @pytest.fixture
-def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as fake:
-        fake.add_rule("recommend a novel", RECOMMENDATION)
-        yield fake
+def server(fake_openai: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
+    fake = fake_openai
+    fake.add_rule("recommend a novel", RECOMMENDATION)
+    yield fake
 
 
 def open_scope(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, server: FakeOpenAIServer, **overrides: Any) -> MemoryScope:

@@ -21,12 +21,12 @@ PERSONA = 'You are {assistant}, a pirate who helps {user}. It is {now}. Answer a
 
 
 @pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as fake:
-        monkeypatch.setenv("MEMORYSCOPE_LLM_API_BASE", fake.base_url)
-        monkeypatch.setenv("MEMORYSCOPE_LLM_API_KEY", "sk-test-1234")
-        monkeypatch.setenv("MEMORYSCOPE_LLM_MODEL", "fake-qwen")
-        yield fake
+def server(monkeypatch: pytest.MonkeyPatch, fake_openai: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
+    fake = fake_openai
+    monkeypatch.setenv("MEMORYSCOPE_LLM_API_BASE", fake.base_url)
+    monkeypatch.setenv("MEMORYSCOPE_LLM_API_KEY", "sk-test-1234")
+    monkeypatch.setenv("MEMORYSCOPE_LLM_MODEL", "fake-qwen")
+    yield fake
 
 
 def open_scope(tmp_path: Path, **overrides: Any) -> MemoryScope:

@@ -108,12 +108,6 @@ class PtyChat:
 
 
 @pytest.fixture
-def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as fake:
-        yield fake
-
-
-@pytest.fixture
 def env(tmp_path: Path, server: FakeOpenAIServer) -> dict[str, str]:
     environment = {key: value for key, value in os.environ.items() if key not in LLM_ENV}
     environment.update(

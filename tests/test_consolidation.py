@@ -66,11 +66,6 @@ def build_runner(store: Any, api_base: str, language: str = "en", **info_filter:
     return WorkflowRunner("consolidate_memory", plan, workers)
 
 
-@pytest.fixture(scope="module")
-def embedding() -> LocalEmbedding:
-    return LocalEmbedding()
-
-
 @pytest.fixture
 def server() -> Iterator[FakeOpenAIServer]:
     with FakeOpenAIServer() as fake:

@@ -30,17 +30,6 @@ from memoryscope.workflow import WorkflowRunner
 TRIGGER = Triggers(messages=5)
 
 
-@pytest.fixture(scope="module")
-def embedding() -> LocalEmbedding:
-    return LocalEmbedding()
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as fake:
-        yield fake
-
-
 @pytest.fixture
 def memory_for(server: FakeOpenAIServer, embedding: LocalEmbedding, tmp_path: Path) -> Iterator[Any]:
     opened: list[tuple[SqliteMemoryStore, WorkflowRunner]] = []

@@ -102,17 +102,6 @@ def script_for(language: str) -> ReflectionScript:
     return script
 
 
-@pytest.fixture(scope="module")
-def embedding() -> LocalEmbedding:
-    return LocalEmbedding()
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as fake:
-        yield fake
-
-
 @dataclass
 class Memory:
     """One user's memory: the store, the reflect_and_reconsolidate runner, the scripted model."""

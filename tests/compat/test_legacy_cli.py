@@ -25,14 +25,14 @@ V01_CONFIG = Path(__file__).parent / "configs" / "v01_full.yaml"
 
 
 @pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAIServer]:
+def server(monkeypatch: pytest.MonkeyPatch, fake_openai: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
     for name in ("OPENAI_API_BASE", "DASHSCOPE_API_KEY", "MEMORYSCOPE_STORE_PATH"):
         monkeypatch.delenv(name, raising=False)
-    with FakeOpenAIServer() as fake:
-        fake.add_rule("what do I play", "You play the cello.")
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-cli-test")
-        monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
-        yield fake
+    fake = fake_openai
+    fake.add_rule("what do I play", "You play the cello.")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-cli-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+    yield fake
 
 
 @pytest.fixture

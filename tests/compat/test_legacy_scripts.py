@@ -24,20 +24,20 @@ CLEAN_ENV = ("MEMORYSCOPE_LLM_API_BASE", "MEMORYSCOPE_LLM_API_KEY", "MEMORYSCOPE
 
 
 @pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeOpenAIServer]:
+def server(monkeypatch: pytest.MonkeyPatch, fake_openai: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
     for name in CLEAN_ENV:
         monkeypatch.delenv(name, raising=False)
     script = ConsolidationScript(user="李四", language="zh")
     script.say(HOBBY, score=3, facts=[("用户爱好是弹琴", "弹琴")])
     script.say(SPORT, score=3, facts=[("用户爱好是打羽毛球", "羽毛球")])
-    with FakeOpenAIServer() as fake:
-        fake.add_rule("你知道我的乐器爱好是什么", "你喜欢弹琴。")
-        fake.add_rule("你知道我的运动爱好是什么", "你喜欢打羽毛球。")
-        fake.add_rule("你知道我消灭了几个星系吗", "两个星系。")
-        script.install(fake)
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-legacy-test")
-        monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
-        yield fake
+    fake = fake_openai
+    fake.add_rule("你知道我的乐器爱好是什么", "你喜欢弹琴。")
+    fake.add_rule("你知道我的运动爱好是什么", "你喜欢打羽毛球。")
+    fake.add_rule("你知道我消灭了几个星系吗", "两个星系。")
+    script.install(fake)
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-legacy-test")
+    monkeypatch.setenv("OPENAI_BASE_URL", fake.base_url)
+    yield fake
 
 
 def arguments(tmp_path: Path, **changes: Any) -> Arguments:

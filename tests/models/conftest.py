@@ -1,58 +1,12 @@
-"""Model tests talk to a real HTTP fake server on 127.0.0.1, with every other address blocked.
-
-The block proves nothing reaches the internet at run time: a tokenizer or data download
-attempted by any library during these tests fails loudly instead of passing by luck.
-"""
+"""Model tests talk to a real HTTP fake server on 127.0.0.1 (`server`, from tests/conftest.py),
+with every other address blocked for the whole suite (`no_network`, also there)."""
 
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
-from memoryscope.testing.fake_openai import FakeOpenAIServer
-
-LOOPBACK = {"127.0.0.1", "localhost", "::1", b"127.0.0.1", b"localhost"}
-
-
-class NetworkBlocked(OSError):
-    pass
-
-
-@pytest.fixture(autouse=True)
-def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    real_getaddrinfo = socket.getaddrinfo
-    real_connect = socket.socket.connect
-    real_connect_ex = socket.socket.connect_ex
-
-    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
-        if host not in LOOPBACK:
-            raise NetworkBlocked(f"network is off in tests: lookup of {host!r}")
-        return real_getaddrinfo(host, *args, **kwargs)
-
-    def check(address: Any) -> None:
-        if isinstance(address, tuple) and address[0] not in LOOPBACK:
-            raise NetworkBlocked(f"network is off in tests: connect to {address!r}")
-
-    def connect(self: socket.socket, address: Any) -> None:
-        check(address)
-        real_connect(self, address)
-
-    def connect_ex(self: socket.socket, address: Any) -> int:
-        check(address)
-        return real_connect_ex(self, address)
-
-    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
-    monkeypatch.setattr(socket.socket, "connect", connect)
-    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as fake:
-        yield fake
 
 
 @pytest.fixture

@@ -125,9 +125,9 @@ def test_bge_embedding_is_registered() -> None:
     assert EMBEDDING_BACKENDS.get("bge_embedding") is BgeEmbedding
 
 
-@pytest.fixture(scope="module")
-def local() -> LocalEmbedding:
-    return LocalEmbedding()
+@pytest.fixture
+def local(local_embedding: LocalEmbedding) -> LocalEmbedding:
+    return local_embedding
 
 
 def test_local_query_is_closest_to_the_matching_passage(local: LocalEmbedding) -> None:

@@ -23,11 +23,6 @@ ANN = MemoryFilter("ann")
 INDEX = "memories"
 
 
-@pytest.fixture(scope="module")
-def embedding_model() -> LocalEmbedding:
-    return LocalEmbedding()
-
-
 @pytest.fixture
 def server() -> Iterator[FakeElasticsearch]:
     with FakeElasticsearch() as running:

@@ -23,11 +23,6 @@ from memoryscope.testing._store_metadata_cases import METADATA_CASES, metadata_p
 from memoryscope.testing.store_contract import BASE_TIME, make_node, unit_vectors
 
 
-@pytest.fixture(scope="module")
-def embedding_model() -> LocalEmbedding:
-    return LocalEmbedding()
-
-
 @pytest.fixture
 def store(tmp_path: Path, embedding_model: LocalEmbedding) -> Iterator[SqliteMemoryStore]:
     with SqliteMemoryStore(path=tmp_path / "m.db", embedding_model=embedding_model) as opened:

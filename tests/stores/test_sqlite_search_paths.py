@@ -33,11 +33,6 @@ END;
 """
 
 
-@pytest.fixture(scope="module")
-def embedding_model() -> LocalEmbedding:
-    return LocalEmbedding()
-
-
 @pytest.fixture
 def store(tmp_path: Path, embedding_model: LocalEmbedding) -> Iterator[SqliteMemoryStore]:
     with SqliteMemoryStore(path=tmp_path / "m.db", embedding_model=embedding_model) as opened:

@@ -25,11 +25,6 @@ from memoryscope.testing.store_contract import StoreContract, make_node, unit_ve
 ANN = MemoryFilter("ann")
 
 
-@pytest.fixture(scope="session")
-def embedding_model() -> LocalEmbedding:
-    return LocalEmbedding()
-
-
 @pytest.fixture
 def db_path(tmp_path: Path) -> Path:
     return tmp_path / "memories.db"

@@ -25,11 +25,6 @@ ANN = MemoryFilter("ann")
 CONTENTS = ("Ann likes green tea", "Ann plays the guitar", "Ann has a cat named Miso")
 
 
-@pytest.fixture(scope="session")
-def embedding_model() -> LocalEmbedding:
-    return LocalEmbedding()
-
-
 @pytest.fixture
 def filled(tmp_path: Path, embedding_model: LocalEmbedding) -> tuple[Path, list[str]]:
     """A closed store file: three memories of ann (the first is the one damaged), one of bob."""

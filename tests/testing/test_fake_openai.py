@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -17,12 +16,6 @@ import requests
 
 from memoryscope.models.token_count import count_tokens
 from memoryscope.testing.fake_openai import DASHSCOPE_RERANK_PATH, FakeOpenAIServer
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer() as fake:
-        yield fake
 
 
 def chat(server: FakeOpenAIServer, user: str, system: str = "", **extra: Any) -> requests.Response:

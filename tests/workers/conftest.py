@@ -21,11 +21,6 @@ from memoryscope.workflow.io_check import checked_run, checking_worker_io
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 
 
-@pytest.fixture(scope="session")
-def embedding() -> LocalEmbedding:
-    return LocalEmbedding()
-
-
 @pytest.fixture
 def store(tmp_path: Path, embedding: LocalEmbedding) -> Iterator[Any]:
     from memoryscope.stores.sqlite_store import SqliteMemoryStore

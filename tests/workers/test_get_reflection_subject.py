@@ -43,9 +43,10 @@ SUBJECTS_ZH = {"吉他": "爱好", "护士": "职业", "猫": "宠物", "吃素"
 
 
 @pytest.fixture
-def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer(default_reply="I am not sure what you would like me to do.") as fake:
-        yield fake
+def server(fake_openai: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
+    fake = fake_openai
+    fake.default_reply = "I am not sure what you would like me to do."
+    yield fake
 
 
 @pytest.fixture

@@ -68,9 +68,10 @@ class ReflectionMoodWorker(ReflectionWorker, MoodWorker):
 
 
 @pytest.fixture
-def server() -> Iterator[FakeOpenAIServer]:
-    with FakeOpenAIServer(default_reply=GARBAGE) as fake:
-        yield fake
+def server(fake_openai: FakeOpenAIServer) -> Iterator[FakeOpenAIServer]:
+    fake = fake_openai
+    fake.default_reply = GARBAGE
+    yield fake
 
 
 @pytest.fixture
