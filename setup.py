@@ -44,6 +44,7 @@ setup(
             "elasticsearch>=8.13,<9",
             "pytest>=8",
             "pytest-timeout>=2.3",
+            "pytest-randomly>=3.15",  # the suite runs in a random order, so an order dependence shows
             "ruff>=0.6",
             "mypy>=1.10",
             "import-linter>=2.0",  # `lint-imports`: the layer order in pyproject.toml (non-independent layers need 2.0)

@@ -28,6 +28,14 @@ if not any(point.value == PLUGIN for point in entry_points(group="pytest11")):
     pytest_plugins = [PLUGIN]
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """pytest-randomly shuffles the tests; `-q` hides its header, so say here how to repeat the order."""
+    seed = getattr(config.option, "randomly_seed", None)
+    if isinstance(seed, int) and config.pluginmanager.has_plugin("randomly"):
+        line = f"tests ran in random order; repeat it with --randomly-seed={seed}; turn it off with -p no:randomly"
+        terminalreporter.write_line(line)
+
+
 @pytest.fixture(autouse=True)
 def _network_off(no_network: None) -> None:
     """Nothing in this suite reaches the internet: a download or lookup attempted by any library

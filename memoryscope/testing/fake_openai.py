@@ -36,8 +36,9 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
+from memoryscope.models.token_count import offline_encoding
 from memoryscope.testing._fake_payloads import (
     Answer,
     chat_answer,
@@ -96,6 +97,9 @@ class _Fault:
     stream_error_after: int | None = None  # a stream sends this many chunks, then an error event
 
 
+_Fake = TypeVar("_Fake", bound="FakeOpenAIServer")
+
+
 class FakeOpenAIServer(LoopbackServer):
     """The server; a context manager that starts it on a free port and stops it on exit."""
 
@@ -122,6 +126,13 @@ class FakeOpenAIServer(LoopbackServer):
         self._faults: deque[_Fault] = deque()
         self._overrides: dict[str, JsonHandler] = {}
         self._requests: list[RecordedRequest] = []
+
+    def start(self: _Fake) -> _Fake:
+        # Answers count tokens, and the first count loads tiktoken's table (about a quarter of a
+        # second). Loaded lazily, that cost fell on the first request the server answered and
+        # could exceed a test client's short timeout: load it before serving anything.
+        offline_encoding()
+        return super().start()
 
     @property
     def root_url(self) -> str:

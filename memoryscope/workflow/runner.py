@@ -111,6 +111,7 @@ class WorkflowRunner:
     instance in `workers`. `executor` runs parallel branches; share one between runners, or
     let the runner make its own (only if the plan has a `Parallel`) and `close()` it. `check_io`
     turns the checking mode on or off (None: as `MEMORYSCOPE_CHECK_WORKER_IO` says).
+    `inline_below_s`: a parallel branch whose last run took less runs on the caller's thread.
     """
 
     def __init__(
@@ -123,8 +124,10 @@ class WorkflowRunner:
         executor: Executor | None = None,
         where: str = "",
         check_io: bool | None = None,
+        inline_below_s: float = INLINE_BELOW_S,
     ) -> None:
         self.name = name
+        self.inline_below_s = inline_below_s
         self.plan = plan
         self.checks_io = checking_worker_io() if check_io is None else check_io
         is_skipped = skip if callable(skip) else frozenset(skip).__contains__
@@ -243,7 +246,7 @@ class WorkflowRunner:
             return [run_branch(index) for index in range(len(forks))]
         executor = self._executor
         last = op.last_seconds
-        short = [index for index, seconds in enumerate(last) if seconds is not None and seconds < INLINE_BELOW_S]
+        short = [index for index, seconds in enumerate(last) if seconds is not None and seconds < self.inline_below_s]
         others = [index for index in range(len(forks)) if index not in short]
         outcomes: dict[int, _BranchOutcome] = {}
         futures: dict[int, Future[_BranchOutcome]] = {}

@@ -110,9 +110,9 @@ def test_refused_connection_async(closed_port: int, fast_retry: dict[str, Any]) 
 
 def test_slow_server_times_out_and_is_retried(server: FakeOpenAIServer, fast_retry: dict[str, Any]) -> None:
     model = embedder(server.base_url, **{**fast_retry, "timeout": 0.2, "max_retries": 1})
-    # one plain request first: whatever a process does the first time it answers (in this test
-    # run alone, nothing before has) is not timed by the 0.2s the retry below gets; and the
-    # delayed request then goes out on a kept-alive connection the client must drop on its timeout
+    # one plain request first, so the delayed request goes out on a kept-alive connection the
+    # client must drop on its timeout. (The fake server loads its token table before serving: a
+    # lazy load once made the first answer slower than this 0.2 s timeout when the test ran alone.)
     assert model.embed_passages(["warm up"]).shape == (1, 128)
     server.delay_next(1, seconds=2.0)
     assert model.embed_passages(["tea"]).shape == (1, 128)  # the second attempt is answered at once

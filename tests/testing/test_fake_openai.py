@@ -219,3 +219,17 @@ def test_command_line_serves_until_ctrl_c() -> None:
             process.send_signal(signal.SIGINT)
             process.wait(timeout=10)
     assert process.returncode == 0
+
+
+def test_the_token_table_is_loaded_before_the_first_request_is_served() -> None:
+    # the first token count loads tiktoken's table (a quarter of a second); loaded lazily, it fell on
+    # the first answer and made a retry test's 0.2 s timeout fire when the test ran alone
+    probe = (
+        "from memoryscope.models.token_count import offline_encoding\n"
+        "from memoryscope.testing.fake_openai import FakeOpenAIServer\n"
+        "assert offline_encoding.cache_info().currsize == 0\n"
+        "with FakeOpenAIServer():\n"
+        "    print(offline_encoding.cache_info().currsize)\n"
+    )
+    loaded = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
+    assert loaded.stdout.strip() == "1"

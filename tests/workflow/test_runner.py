@@ -102,16 +102,21 @@ def test_parallel_branches_really_run_at_the_same_time() -> None:
 
 
 def test_after_a_first_run_short_branches_stay_on_the_callers_thread_and_slow_ones_overlap() -> None:
-    """A branch that took under a millisecond is not worth a thread hand-over; a slow one is."""
+    """A branch that last took under `inline_below_s` is not worth a thread hand-over; a slower one is.
+
+    The thresholds are far from what the branches take (a second against microseconds; a
+    millisecond against a 5 ms sleep), so a busy machine cannot change which side they fall on.
+    """
     log = Log()
 
     def slow(name: str, ctx: MemoryContext) -> None:
         time.sleep(0.005)
         log(name, ctx)
 
-    flow = runner("[a|b],c", [worker("a", log), worker("b", log), worker("c", log)])
+    flow = runner("[a|b],c", [worker("a", log), worker("b", log), worker("c", log)], inline_below_s=1.0)
     try:
         flow.run(context())  # no timings yet: a pool thread takes b
+        assert len(log.threads) == 2
         log.threads.clear()
         result = flow.run(context())
         assert log.threads == {threading.get_ident()}
@@ -119,7 +124,7 @@ def test_after_a_first_run_short_branches_stay_on_the_callers_thread_and_slow_on
     finally:
         flow.close()
     log = Log()
-    flow = runner("[a|b]", [worker("a", slow), worker("b", slow)])
+    flow = runner("[a|b]", [worker("a", slow), worker("b", slow)], inline_below_s=0.001)
     try:
         flow.run(context())
         log.threads.clear()
