@@ -40,8 +40,12 @@ setup(
         "elasticsearch": ["elasticsearch>=8.13,<9"],
         "dashscope": ["dashscope>=1.20", "llama-index-llms-dashscope>=0.3"],
         "bench": ["matplotlib>=3.7"],
+        "server": ["fastapi>=0.110", "uvicorn>=0.29", "httpx>=0.27"],  # `memoryscope serve`, memoryscope.client
         "dev": [
             "elasticsearch>=8.13,<9",
+            "fastapi>=0.110",
+            "uvicorn>=0.29",
+            "httpx>=0.27",
             "pytest>=8",
             "pytest-timeout>=2.3",
             "pytest-randomly>=3.15",  # the suite runs in a random order, so an order dependence shows

@@ -1,5 +1,5 @@
 """The `memoryscope` command: check-config, demo, run, chat, doctor; add, search, get, update, delete;
-export, import, migrate, reembed; history, undo, pin, unpin; status.
+export, import, migrate, reembed; history, undo, pin, unpin; status; workers; serve.
 
 MemoryScope 0.1.x's form, `memoryscope --config_path=PATH` or `memoryscope --language=en
 --generation_backend=... ...` (flags named after `Arguments` fields), starts the chat as it did.
@@ -19,6 +19,7 @@ from functools import partial
 from memoryscope import __version__
 from memoryscope.cli_history import add_history_commands
 from memoryscope.cli_memory import add_memory_commands
+from memoryscope.cli_serve import add_serve_commands
 from memoryscope.cli_status import add_status_commands
 from memoryscope.cli_workers import add_workers_commands
 from memoryscope.compat.flags import is_flag_form, parse_flags
@@ -95,6 +96,7 @@ def _parser() -> argparse.ArgumentParser:
     add_history_commands(commands)
     add_status_commands(commands)
     add_workers_commands(commands)
+    add_serve_commands(commands)
     return parser
 
 

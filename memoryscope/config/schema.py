@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from memoryscope.config.bounds import bound_problems
 from memoryscope.config.kinds import registry_for
 from memoryscope.config.references import ModelReferences
+from memoryscope.config.server_settings import ServerSettings
 from memoryscope.config.specs import ComponentSpec, Config, GlobalSettings, ModelSpec, OperationSpec, ServiceSpec
 from memoryscope.context import CALLER_FIELDS
 from memoryscope.errors import ConfigError, MemoryScopeError, closest, shorten
@@ -35,7 +36,7 @@ from memoryscope.workflow import check_plan, parse_workflow
 __all__ = ["GlobalSettings", "Config", "ComponentSpec", "ModelSpec", "OperationSpec", "ServiceSpec", "validate_config"]
 
 DEFAULT_STORE = "sqlite_memory_store"
-SECTIONS = ("global", "model", "memory_store", "worker", "memory_service", "memory_chat")
+SECTIONS = ("global", "model", "memory_store", "worker", "memory_service", "memory_chat", "server")
 
 
 def validate_config(
@@ -99,7 +100,21 @@ class _Checker:
                 self.problems.extend(references.problems(spec.where, spec.params))
         broken_services = frozenset(section["memory_service"]) - frozenset(services)
         self.chat_references(chats, services, broken_services)
-        return Config(source, settings, models, store, workers, services, chats, notices, (*warnings, *self.warnings))
+        server = self.server(section["server"], services, chats)
+        all_warnings = (*warnings, *self.warnings)
+        return Config(source, settings, models, store, workers, services, chats, notices, all_warnings, server)
+
+    def server(self, values: Mapping[str, Any], services: Mapping[str, Any], chats: Mapping[str, Any]) -> ServerSettings:
+        """The `server:` section; the service and chat it names must exist."""
+        validated = self.params(ServerSettings, values, "server")
+        if not isinstance(validated, ServerSettings):
+            return ServerSettings()
+        for key, name, defined in (("service", validated.service, services), ("chat", validated.chat, chats)):
+            if name is not None and name not in defined:
+                section = "memory_service" if key == "service" else "memory_chat"
+                known = ", ".join(defined) or "none"
+                self.problem(f"server.{key}", f"no {section} is named {shorten(name)} (defined: {known})")
+        return validated
 
     # -- pieces --------------------------------------------------------------------------------
 

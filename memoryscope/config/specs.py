@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memoryscope.config.bounds import BoundedParams
+from memoryscope.config.server_settings import ServerSettings
 from memoryscope.errors import shorten
 
 __all__ = ["GlobalSettings", "ComponentSpec", "ModelSpec", "OperationSpec", "ServiceSpec", "Config"]
@@ -99,3 +100,4 @@ class Config:
     chats: Mapping[str, ComponentSpec] = field(default_factory=dict)
     notices: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()  # things that work but should change (a key written in the config)
+    server: ServerSettings = field(default_factory=ServerSettings)  # the `server:` section (`memoryscope serve`)

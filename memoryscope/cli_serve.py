@@ -1,0 +1,99 @@
+"""`memoryscope serve`: the configured memory service over HTTP (see `memoryscope.server`).
+
+    memoryscope serve --config default                        # http://127.0.0.1:8000, docs at /docs
+    memoryscope serve --config my.yaml --host 0.0.0.0 --port 8080 --workers 2
+    memoryscope serve --hash-key                              # the sha256 of a key read from stdin
+
+Host, port and everything else default to the config's `server:` section. Without API keys
+(`server.api_keys_file`) the server refuses to bind anything but loopback unless `--insecure`
+says that is meant. Ctrl-C or SIGTERM stops it gracefully: no new connections, requests in
+flight finish, background operations get `server.shutdown_timeout_s`, exit status 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import logging
+import os
+import sys
+from typing import Any
+
+from memoryscope.errors import MemoryScopeError
+
+__all__ = ["add_serve_commands", "is_loopback"]
+
+
+def add_serve_commands(commands: Any) -> None:
+    serve = commands.add_parser("serve", help="serve the memory service over HTTP (REST, OpenAI-compatible chat)")
+    serve.add_argument("--config", default="default", help="config name or path (default: default)")
+    serve.add_argument("--host", default=None, help="address to listen on (default: server.host, 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="port (default: server.port, 8000)")
+    serve.add_argument("--store", default=None, help="SQLite file to use instead of the config's")
+    serve.add_argument("--workers", type=int, default=1, help="server processes (uvicorn workers); each builds the config")
+    serve.add_argument("--insecure", action="store_true", help="allow a non-loopback address without API keys")
+    serve.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    serve.add_argument("--hash-key", action="store_true", help="print the sha256 of a key read from stdin, for a keys file")
+    serve.set_defaults(handler=_serve)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _serve(args: argparse.Namespace) -> int:
+    if args.hash_key:
+        from memoryscope.server.access import hash_key
+
+        key = sys.stdin.readline().strip()
+        if not key:
+            raise MemoryScopeError("--hash-key reads the key from stdin: echo -n KEY | memoryscope serve --hash-key")
+        print(hash_key(key))
+        return 0
+    if args.workers < 1:
+        raise MemoryScopeError(f"--workers must be 1 or more, got {args.workers}")
+    try:
+        import fastapi  # noqa: F401
+        import uvicorn
+    except ImportError as error:
+        raise MemoryScopeError(
+            f"`memoryscope serve` needs the server extra ({error.name} is missing): pip install 'memoryscope[server]'"
+        ) from None
+
+    from memoryscope.config.loading import load_config
+    from memoryscope.server.app import SERVE_ENV, create_app, keys_for
+
+    overrides = {"memory_store.path": args.store} if args.store else {}
+    config = load_config(args.config, overrides or None)
+    settings = config.server
+    host = args.host or settings.host
+    port = settings.port if args.port is None else args.port
+    keys = keys_for(config.source, settings)  # read now: a bad keys file fails before anything starts
+    if not keys and not is_loopback(host) and not args.insecure:
+        raise MemoryScopeError(
+            f"refusing to serve on {host} without API keys: anyone who reaches it could read every user's memories. "
+            "Name a keys file in server.api_keys_file, bind 127.0.0.1, or pass --insecure if this is meant"
+        )
+    logging.getLogger("memoryscope").setLevel(args.log_level.upper())
+    options: dict[str, Any] = {"host": host, "port": port, "log_level": args.log_level, "timeout_graceful_shutdown": None}
+    if args.workers > 1:
+        os.environ[SERVE_ENV] = json.dumps({"config": args.config, "overrides": overrides})
+        uvicorn.run("memoryscope.server.app:app_from_environment", factory=True, workers=args.workers, **options)
+        return 0
+    from memoryscope.app import MemoryScope
+
+    scope = MemoryScope(config=config)
+    try:
+        app = create_app(scope, keys=keys)
+    except BaseException:
+        scope.close()
+        raise
+    print(f"memoryscope: serving {config.source} on http://{host}:{port} (API docs at /docs)", file=sys.stderr, flush=True)
+    uvicorn.Server(uvicorn.Config(app, **options)).run()
+    return 0

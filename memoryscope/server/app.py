@@ -1,0 +1,195 @@
+"""The FastAPI application of `memoryscope serve`.
+
+    scope = MemoryScope("default")
+    app = create_app(scope)                     # serve it with uvicorn; the app closes the scope on shutdown
+
+`create_app` mounts the REST API (`/v1/users/{user}/...`, `/v1/memories/{id}`), the
+OpenAI-compatible chat (`/v1/chat/completions`, `/v1/models`), `/healthz`, `/readyz` and
+`/metrics`; OpenAPI is at `/docs`. Requests pass two checks before any handler: a body larger
+than `server.max_body_bytes` is refused with 413 (by its Content-Length, or as it streams in),
+and every request is counted and timed per route for `/metrics`. On shutdown the scope is closed:
+its schedulers stop taking work and a background operation still running gets
+`server.shutdown_timeout_s` to finish, after which it is abandoned before its atomic write.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from memoryscope import __version__
+from memoryscope.app import MemoryScope
+from memoryscope.config.server_settings import ServerSettings
+from memoryscope.server import routes_chat, routes_health, routes_memory, routes_ops
+from memoryscope.server.access import KeyRing, RateLimiter
+from memoryscope.server.errors import ApiError, error_body, install_error_handlers
+from memoryscope.server.metrics import ServerMetrics
+from memoryscope.server.state import ServerState
+
+__all__ = ["create_app", "keys_for", "app_from_environment", "SERVE_ENV"]
+
+logger = logging.getLogger("memoryscope.server")
+SERVE_ENV = "MEMORYSCOPE_SERVE_CONFIG"  # what `memoryscope serve --workers N` hands each worker process
+
+
+def create_app(
+    scope: MemoryScope,
+    *,
+    settings: ServerSettings | None = None,
+    keys: KeyRing | None = None,
+    close_scope_on_shutdown: bool = True,
+) -> FastAPI:
+    """The application serving `scope`; `settings` default to the config's `server:` section,
+    `keys` to the keys file it names (none: every caller may do everything)."""
+    settings = settings or scope.config.server
+    if keys is None:
+        keys = keys_for(scope.config.source, settings)
+    state = ServerState(
+        scope=scope,
+        settings=settings,
+        keys=keys,
+        limiter=RateLimiter(settings.rate_limit_per_minute),
+        metrics=ServerMetrics(),
+        service=scope.services[settings.service] if settings.service else scope.default_service,
+        chat=scope.chats.get(settings.chat) if settings.chat else next(iter(scope.chats.values()), None),
+    )
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        for line in keys.describe() if keys else ["no API keys: every caller may reach every user"]:
+            logger.info("access: %s", line)
+        yield
+        if close_scope_on_shutdown:
+            logger.info("shutting down: background operations get %gs to finish", settings.shutdown_timeout_s)
+            scope.close(timeout=settings.shutdown_timeout_s)
+
+    app = FastAPI(
+        title="MemoryScope",
+        version=__version__,
+        description="Long-term memory for LLM chatbots and agents: store conversations, retrieve memories, "
+        "chat with memory (OpenAI-compatible). Send `Authorization: Bearer KEY` when the server has API keys.",
+        lifespan=lifespan,
+    )
+    app.state.memoryscope = state
+    install_error_handlers(app)
+    for router in (routes_health.router, routes_memory.router, routes_ops.router, routes_chat.router):
+        app.include_router(router)
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["*"], allow_headers=["*"])
+    app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(RequestMetrics, metrics=state.metrics)
+    return app
+
+
+def keys_for(config_source: str, settings: ServerSettings) -> KeyRing:
+    """The keys file the settings name, read relative to the config file's folder."""
+    if not settings.api_keys_file:
+        return KeyRing.of()
+    path = Path(settings.api_keys_file).expanduser()
+    if not path.is_absolute():
+        source = Path(config_source)
+        base = source.parent if source.suffix in (".yaml", ".yml", ".json") and source.exists() else Path.cwd()
+        path = base / path
+    return KeyRing.load(path)
+
+
+def app_from_environment() -> FastAPI:
+    """The app for one of several uvicorn worker processes: each builds its own scope from the
+    config `memoryscope serve` named (in `MEMORYSCOPE_SERVE_CONFIG`, a JSON object)."""
+    import json
+
+    given = json.loads(os.environ[SERVE_ENV])
+    scope = MemoryScope(given["config"], overrides=given.get("overrides") or None)
+    return create_app(scope)
+
+
+class BodyLimit:
+    """413 for a body over `max_bytes`: at once by its Content-Length, else when it grows past it."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await _send_error(send, self._too_large())
+            return
+        received = 0
+        started = False
+
+        async def counted_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_bytes:
+                    raise _BodyTooLarge()
+            return message
+
+        async def tracked_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, counted_receive, tracked_send)
+        except _BodyTooLarge:
+            if not started:
+                await _send_error(send, self._too_large())
+
+    def _too_large(self) -> ApiError:
+        return ApiError(413, "body_too_large", f"the request body is over {self.max_bytes} bytes (server.max_body_bytes)")
+
+
+class _BodyTooLarge(Exception):
+    pass
+
+
+async def _send_error(send: Send, error: ApiError) -> None:
+    import json
+
+    body = json.dumps(error_body(error.status, error.code, error.message)).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": error.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class RequestMetrics:
+    """Counts and times every request by its route template (never the raw path: a bounded set)."""
+
+    def __init__(self, app: ASGIApp, metrics: ServerMetrics) -> None:
+        self.app = app
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def tracked_send(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked_send)
+        finally:
+            route: Any = scope.get("route")
+            endpoint = getattr(route, "path", None) or "unmatched"
+            self.metrics.observe_request(endpoint, scope.get("method", ""), status, time.perf_counter() - started)

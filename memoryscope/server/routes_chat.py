@@ -1,0 +1,186 @@
+"""`POST /v1/chat/completions` and `GET /v1/models`: an OpenAI-compatible chat with long-term memory.
+
+Any OpenAI SDK app gets memory by changing its `base_url`:
+
+    client = OpenAI(base_url="http://127.0.0.1:8000/v1", api_key=KEY)
+    reply = client.chat.completions.create(model="memoryscope", user="ann",
+                                           messages=[{"role": "user", "content": "what do I play?"}])
+
+The request's `user` (or the `X-MemoryScope-User` header; or the one user a key is scoped to)
+names whose memories; the last user message is the query; earlier messages are the history and
+system messages replace the persona. Memories are retrieved and put into the prompt, the
+configured generation model answers, and the turn (message and reply) is stored, so
+consolidation follows by its triggers. The memories used come back in the extension field
+`memoryscope` (`memories`, `memory_ids`, `timings`), never inside the message. `usage` counts
+tokens with cl100k (an estimate for other models). Sampling options come from the config's chat
+(`generation_model_kwargs`); those in a request are accepted and not applied.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from memoryscope.errors import MemoryScopeError
+from memoryscope.models.token_count import count_tokens
+from memoryscope.server.errors import ApiError, error_body, library_error
+from memoryscope.server.state import Caller, CallerDep, ServerState, state_of
+
+__all__ = ["router"]
+
+router = APIRouter(prefix="/v1", tags=["chat (OpenAI-compatible)"])
+USER_HEADER = "x-memoryscope-user"
+WORKSPACE_HEADER = "x-memoryscope-workspace"
+
+
+class ChatMessageIn(BaseModel):
+    model_config = ConfigDict(extra="allow")  # OpenAI clients send fields (name, tool_calls) this chat does not use
+
+    role: Literal["system", "developer", "user", "assistant", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, list):  # content parts: keep the text ones
+            return "".join(str(part.get("text", "")) for part in self.content if part.get("type") == "text")
+        return self.content or ""
+
+
+class ChatCompletionRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")  # temperature, top_p, ...: accepted, the config's options apply
+
+    model: str = Field(min_length=1)
+    messages: list[ChatMessageIn] = Field(min_length=1)
+    stream: bool = False
+    user: str | None = Field(default=None, max_length=256, description="Whose memories (else the X-MemoryScope-User header).")
+    stream_options: dict[str, Any] | None = None
+
+
+@router.get("/models", summary="The model this server answers as")
+def models(request: Request, who: CallerDep) -> dict[str, Any]:
+    model_id = state_of(request).settings.model_id
+    return {"object": "list", "data": [{"id": model_id, "object": "model", "created": 0, "owned_by": "memoryscope"}]}
+
+
+@router.post("/chat/completions", summary="Chat with memory (OpenAI-compatible)", response_model=None)
+async def chat_completions(body: ChatCompletionRequest, request: Request, who: CallerDep) -> Any:
+    state = state_of(request)
+    user, workspace = _memory_user(body, request, who)
+    who.require(user, workspace)
+    if workspace:
+        raise ApiError(
+            422, "unsupported", "the chat endpoint keeps memories without a workspace; leave X-MemoryScope-Workspace out"
+        )
+    query, history, system = _split(body, state)
+    chat = _chat(state).for_user(user)
+    try:
+        answer = await chat.achat_with_memory(query, system_prompt=system, history=history, stream=body.stream)
+    except MemoryScopeError as error:
+        raise library_error(error) from error
+    completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
+    prompt_tokens = sum(count_tokens(message.text()) for message in body.messages)
+    if not body.stream:
+        meta = answer.meta_data
+        reply = answer.message.content
+        prompt_tokens += count_tokens(meta.get("memories") or "")
+        return {
+            "id": completion_id, "object": "chat.completion", "created": int(time.time()), "model": state.settings.model_id,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
+            "usage": _usage(prompt_tokens, count_tokens(reply)),
+            "memoryscope": _extension(user, meta),
+        }  # fmt: skip
+    include_usage = bool((body.stream_options or {}).get("include_usage"))
+    events = _sse(answer, completion_id, state.settings.model_id, user, prompt_tokens, include_usage)
+    return StreamingResponse(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+def _memory_user(body: ChatCompletionRequest, request: Request, who: Caller) -> tuple[str, str]:
+    user = body.user or request.headers.get(USER_HEADER) or who.sole_user()
+    if not user or not user.strip():
+        message = "name whose memories to use: the request's `user` field, or the X-MemoryScope-User header"
+        raise ApiError(422, "missing_user", message)
+    return user.strip(), request.headers.get(WORKSPACE_HEADER, "").strip()
+
+
+def _split(body: ChatCompletionRequest, state: ServerState) -> tuple[str, list[dict[str, str]], str | None]:
+    """(query, history before it, system prompt): the last message must be the user's."""
+    last = body.messages[-1]
+    if last.role != "user" or not last.text().strip():
+        raise ApiError(422, "invalid_request", "the last message must be the user's, with text: it is the query")
+    query = last.text().strip()
+    if len(query) > state.settings.max_query_chars:
+        limit = state.settings.max_query_chars
+        raise ApiError(422, "query_too_long", f"the last user message has {len(query)} characters; at most {limit}")
+    history = [
+        {"role": message.role, "content": message.text()}
+        for message in body.messages[:-1]
+        if message.role in ("user", "assistant") and message.text()
+    ]
+    systems = [message.text() for message in body.messages if message.role in ("system", "developer") and message.text()]
+    return query, history, "\n\n".join(systems) or None
+
+
+def _chat(state: ServerState) -> Any:
+    if state.chat is None:
+        raise ApiError(404, "no_chat", f"{state.scope.config.source} defines no memory_chat; add one to serve chat completions")
+    return state.chat
+
+
+def _usage(prompt: int, completion: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+
+
+def _extension(user: str, meta: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "user": user,
+        "memories": list(meta.get("memory_lines") or []),
+        "memory_ids": list(meta.get("memory_ids") or []),
+        "timings": dict(meta.get("timings") or {}),
+    }
+
+
+async def _sse(
+    answer: Any, completion_id: str, model_id: str, user: str, prompt_tokens: int, include_usage: bool
+) -> AsyncIterator[str]:
+    """The reply as OpenAI's `chat.completion.chunk` events; a failure mid-stream is an error event."""
+    created = int(time.time())
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+        event = {
+            "id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model_id,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra,
+        }  # fmt: skip
+        return f"data: {json.dumps(event, ensure_ascii=False)}\n\n"
+
+    reply, meta = "", {}
+    first = True
+    try:
+        async for piece in answer:
+            meta = piece.meta_data
+            if first:
+                yield chunk({"role": "assistant", "content": ""}, memoryscope=_extension(user, meta))
+                first = False
+            if piece.delta:
+                reply += piece.delta
+                yield chunk({"content": piece.delta})
+    except MemoryScopeError as error:
+        api_error = library_error(error)
+        yield f"data: {json.dumps(error_body(api_error.status, api_error.code, api_error.message))}\n\n"
+        return
+    if first:
+        yield chunk({"role": "assistant", "content": ""}, memoryscope=_extension(user, meta))
+    yield chunk({}, "stop")
+    if include_usage:
+        prompt = prompt_tokens + count_tokens(meta.get("memories") or "")
+        event = {
+            "id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model_id,
+            "choices": [], "usage": _usage(prompt, count_tokens(reply)),
+        }  # fmt: skip
+        yield f"data: {json.dumps(event)}\n\n"
+    yield "data: [DONE]\n\n"

@@ -1,0 +1,117 @@
+"""What every request handler shares: the built scope, the settings, the keys; and who is calling.
+
+`caller` is the dependency every `/v1` endpoint takes: it reads the API key (`Authorization:
+Bearer KEY`, or `X-API-Key: KEY`), answers 401 for a missing or wrong one and 429 past the key's
+rate, and returns a `Caller` whose `require(user, workspace)` answers 403 outside the key's scope.
+Without any key configured (a loopback server, or one started with `--insecure`) every caller
+may do everything.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+
+from memoryscope.app import MemoryScope
+from memoryscope.config.server_settings import ServerSettings
+from memoryscope.server.access import ApiKey, KeyRing, RateLimiter
+from memoryscope.server.errors import ApiError
+from memoryscope.server.metrics import ServerMetrics
+from memoryscope.service import MemoryService
+
+__all__ = ["Caller", "CallerDep", "AdminDep", "ServerState", "caller", "state_of", "admin_caller"]
+
+
+@dataclass
+class ServerState:
+    scope: MemoryScope
+    settings: ServerSettings
+    keys: KeyRing
+    limiter: RateLimiter
+    metrics: ServerMetrics
+    service: MemoryService
+    chat: Any | None  # the memory chat behind /v1/chat/completions; None when the config has none
+    started: float = field(default_factory=time.monotonic)
+
+
+def state_of(request: Request) -> ServerState:
+    state = request.app.state.memoryscope
+    if not isinstance(state, ServerState):
+        raise RuntimeError("the app was not made by memoryscope.server.app.create_app")
+    return state
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is calling: their key (None when the server asks for none) and what it may reach."""
+
+    key: ApiKey | None
+
+    @property
+    def name(self) -> str:
+        return self.key.name if self.key is not None else "anonymous"
+
+    @property
+    def admin(self) -> bool:
+        return self.key is None or self.key.admin
+
+    def permits(self, user: str, workspace: str = "") -> bool:
+        return self.key is None or self.key.permits(user, workspace)
+
+    def require(self, user: str, workspace: str = "") -> None:
+        """403 unless this caller's key reaches `user` in `workspace`."""
+        if not self.permits(user, workspace):
+            where = f" in workspace {workspace!r}" if workspace else ""
+            raise ApiError(
+                403, "forbidden", f"the API key {self.name!r} may not reach user {user!r}{where}; use a key scoped to them"
+            )
+
+    def sole_user(self) -> str | None:
+        """The one user this caller's key is scoped to, if exactly one."""
+        if self.key is not None and not self.key.admin and len(self.key.users) == 1:
+            return next(iter(self.key.users))
+        return None
+
+
+def presented_key(request: Request) -> str | None:
+    authorization = request.headers.get("authorization", "")
+    scheme, _, token = authorization.partition(" ")
+    if scheme.lower() == "bearer" and token.strip():
+        return token.strip()
+    given = request.headers.get("x-api-key", "").strip()
+    return given or None
+
+
+def caller(request: Request) -> Caller:
+    """The calling key, checked: 401 without a valid one (when keys are configured), 429 past its rate."""
+    state = state_of(request)
+    if not state.keys:
+        return Caller(None)
+    key = state.keys.authenticate(presented_key(request))
+    if key is None:
+        message = "a valid API key is required: send `Authorization: Bearer KEY` (or `X-API-Key: KEY`)"
+        raise ApiError(401, "unauthorized", message, headers={"WWW-Authenticate": "Bearer"})
+    wait_s = state.limiter.check(key.name)
+    if wait_s is not None:
+        seconds = max(1, int(wait_s + 0.999))
+        message = (
+            f"the API key {key.name!r} is over its rate ({state.settings.rate_limit_per_minute}/minute); retry in {seconds} s"
+        )
+        raise ApiError(429, "rate_limited", message, headers={"Retry-After": str(seconds)})
+    request.state.key_name = key.name
+    return Caller(key)
+
+
+def admin_caller(request: Request) -> Caller:
+    """The calling key, which must be an admin key (403 otherwise)."""
+    who = caller(request)
+    if not who.admin:
+        raise ApiError(403, "forbidden", f"the API key {who.name!r} is not an admin key; this endpoint needs `admin: true`")
+    return who
+
+
+CallerDep = Annotated[Caller, Depends(caller)]  # an endpoint's `who: CallerDep`: the checked caller
+AdminDep = Annotated[Caller, Depends(admin_caller)]  # the same, for admin-only endpoints
