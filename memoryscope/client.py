@@ -246,9 +246,12 @@ def _search(
 
 
 def _get_all(
-    user_id: str, types: Any, include_expired: bool, limit: int | None, target_name: str, workspace: str
-) -> _Call[list[RemoteMemory]]:
+    user_id: str, types: Any, include_expired: bool, limit: int | None, target_name: str, workspace: str,
+    filters: Mapping[str, Any] | None = None,
+) -> _Call[list[RemoteMemory]]:  # fmt: skip
     params = [("type", name) for name in _type_names(types)] if types is not None else []
+    if filters is not None:
+        params.append(("filters", json.dumps(_wire(filters))))
     if limit is not None:
         params.append(("limit", str(limit)))
     if include_expired:
@@ -607,11 +610,12 @@ class MemoryScopeClient:
         return self._run(_get(memory_id))
 
     def get_all(
-        self, user_id: str, *, types: Any = None, include_expired: bool = False, limit: int | None = None,
-        target_name: str = "", workspace: str = "",
+        self, user_id: str, *, filters: Mapping[str, Any] | None = None, types: Any = None, include_expired: bool = False,
+        limit: int | None = None, target_name: str = "", workspace: str = "",
     ) -> list[RemoteMemory]:  # fmt: skip
-        """The user's memories, newest first; expired ones only with `include_expired`."""
-        return self._run(_get_all(user_id, types, include_expired, limit, target_name, workspace))
+        """The user's memories, newest first; only those whose metadata passes `filters` and of
+        `types`, when given; expired ones only with `include_expired`."""
+        return self._run(_get_all(user_id, types, include_expired, limit, target_name, workspace, filters))
 
     def history(self, memory_id: str) -> list[dict[str, Any]]:
         """Every change to one memory, oldest first (`action`, `at`, `operation`, `run_id`, `before`, `after`)."""
@@ -751,10 +755,10 @@ class AsyncMemoryScopeClient:
         return await self._run(_get(memory_id))
 
     async def get_all(
-        self, user_id: str, *, types: Any = None, include_expired: bool = False, limit: int | None = None,
-        target_name: str = "", workspace: str = "",
+        self, user_id: str, *, filters: Mapping[str, Any] | None = None, types: Any = None, include_expired: bool = False,
+        limit: int | None = None, target_name: str = "", workspace: str = "",
     ) -> list[RemoteMemory]:  # fmt: skip
-        return await self._run(_get_all(user_id, types, include_expired, limit, target_name, workspace))
+        return await self._run(_get_all(user_id, types, include_expired, limit, target_name, workspace, filters))
 
     async def history(self, memory_id: str) -> list[dict[str, Any]]:
         return await self._run(_history(memory_id))

@@ -38,10 +38,15 @@ class ServerSettings(BoundedParams):
     max_messages_per_request: int = Field(default=200, gt=0, le=100_000, description="Messages one request may store.")
     max_query_chars: int = Field(default=4000, gt=0, le=1_000_000, description="Longest query or chat message accepted.")
     max_top_k: int = Field(default=100, gt=0, le=10_000, description="The most memories one search may ask for.")
-    rate_limit_per_minute: int = Field(default=600, ge=0, le=10_000_000, description="Requests per API key a minute; 0: no limit.")
+    rate_limit_per_minute: int = Field(
+        default=600, ge=0, le=10_000_000, description="Requests per API key a minute; 0: no limit."
+    )
     cors_origins: tuple[str, ...] = Field(default=(), description="Origins allowed by CORS; empty: CORS off. `*` allows any.")
     shutdown_timeout_s: float = Field(
-        default=10.0, ge=0, le=3600, description="On shutdown, how long background operations may finish before they are abandoned."
+        default=10.0,
+        ge=0,
+        le=3600,
+        description="On shutdown, how long background operations may finish before they are abandoned.",
     )
 
     @field_validator("host")

@@ -9,13 +9,18 @@ OpenAI-compatible chat (`/v1/chat/completions`, `/v1/models`), `/healthz`, `/rea
 than `server.max_body_bytes` is refused with 413 (by its Content-Length, or as it streams in),
 and every request is counted and timed per route for `/metrics`. On shutdown the scope is closed:
 its schedulers stop taking work and a background operation still running gets
-`server.shutdown_timeout_s` to finish, after which it is abandoned before its atomic write.
+`server.shutdown_timeout_s` to finish, after which it is abandoned before its atomic write; the
+store is closed once the requests in flight are done. The servers MemoryScope runs (`memoryscope
+serve`, `LiveServer`) call `begin_shutdown` when they stop taking requests, so that time counts
+from then, not from when the last request ended.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -30,12 +35,14 @@ from memoryscope import __version__
 from memoryscope.app import MemoryScope
 from memoryscope.config.server_settings import ServerSettings
 from memoryscope.server import routes_chat, routes_health, routes_memory, routes_ops
-from memoryscope.server.access import KeyRing, RateLimiter
+from memoryscope.server.access import KeyRing
 from memoryscope.server.errors import ApiError, error_body, install_error_handlers
+from memoryscope.server.limits import RateLimiter
 from memoryscope.server.metrics import ServerMetrics
+from memoryscope.server.paths import EncodedSlashGuard
 from memoryscope.server.state import ServerState
 
-__all__ = ["create_app", "keys_for", "app_from_environment", "SERVE_ENV"]
+__all__ = ["create_app", "keys_for", "app_from_environment", "begin_shutdown", "SERVE_ENV"]
 
 logger = logging.getLogger("memoryscope.server")
 SERVE_ENV = "MEMORYSCOPE_SERVE_CONFIG"  # what `memoryscope serve --workers N` hands each worker process
@@ -67,10 +74,12 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         for line in keys.describe() if keys else ["no API keys: every caller may reach every user"]:
             logger.info("access: %s", line)
+        shutdown = _ScopeShutdown(scope, settings.shutdown_timeout_s) if close_scope_on_shutdown else None
+        app.state.memoryscope_shutdown = shutdown
         yield
-        if close_scope_on_shutdown:
-            logger.info("shutting down: background operations get %gs to finish", settings.shutdown_timeout_s)
-            scope.close(timeout=settings.shutdown_timeout_s)
+        if shutdown is not None:
+            # off the event loop: waiting for a background operation must not block the loop
+            await asyncio.to_thread(shutdown.finish)
 
     app = FastAPI(
         title="MemoryScope",
@@ -86,8 +95,49 @@ def create_app(
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["*"], allow_headers=["*"])
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(EncodedSlashGuard)
     app.add_middleware(RequestMetrics, metrics=state.metrics)
     return app
+
+
+def begin_shutdown(app: Any) -> None:
+    """The server has stopped taking requests: start stopping the scope's background operations
+    now, while the requests in flight finish (returns at once). Anything but a started app that
+    `create_app` made, closing its scope, is left alone."""
+    shutdown = getattr(getattr(app, "state", None), "memoryscope_shutdown", None)
+    if isinstance(shutdown, _ScopeShutdown):
+        shutdown.begin()
+
+
+class _ScopeShutdown:
+    """A served scope closed in two steps: its schedulers as soon as the server stops taking
+    requests (`begin`), the rest once the requests in flight are done (`finish`): they still
+    run frontend operations and store chat turns."""
+
+    def __init__(self, scope: MemoryScope, timeout_s: float) -> None:
+        self.scope = scope
+        self.timeout_s = timeout_s
+        self._lock = threading.Lock()
+        self._stopping: threading.Thread | None = None
+
+    def begin(self) -> None:
+        with self._lock:
+            if self._stopping is not None:
+                return
+            logger.info("shutting down: background operations get %gs to finish", self.timeout_s)
+            self._stopping = threading.Thread(target=self._stop_schedulers, name="memoryscope-shutdown", daemon=True)
+            self._stopping.start()
+
+    def finish(self) -> None:
+        self.begin()
+        if self._stopping is not None:
+            self._stopping.join()
+        self.scope.close(timeout=self.timeout_s)  # its schedulers are closed: nothing is waited for twice
+
+    def _stop_schedulers(self) -> None:
+        deadline = time.monotonic() + self.timeout_s
+        for service in self.scope.services.values():
+            service.scheduler.close(max(deadline - time.monotonic(), 0.0))
 
 
 def keys_for(config_source: str, settings: ServerSettings) -> KeyRing:
@@ -128,19 +178,27 @@ class BodyLimit:
             await _send_error(send, self._too_large())
             return
         received = 0
-        started = False
+        started = over = False
 
         async def counted_receive() -> Message:
-            nonlocal received
+            nonlocal received, over
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
                 if received > self.max_bytes:
+                    over = True
                     raise _BodyTooLarge()
             return message
 
         async def tracked_send(message: Message) -> None:
             nonlocal started
+            if over:
+                # FastAPI turns an exception raised while it reads the body into its own 400
+                # ("There was an error parsing the body"); the 413 is the answer, not that
+                if message["type"] == "http.response.start" and not started:
+                    started = True
+                    await _send_error(send, self._too_large())
+                return
             started = started or message["type"] == "http.response.start"
             await send(message)
 

@@ -117,6 +117,9 @@ def install_error_handlers(app: FastAPI) -> None:
         if error.status_code == 404:
             message = f"no endpoint {request.method} {request.url.path}; the API is listed at /docs"
             return error_response(ApiError(404, "unknown_endpoint", message))
+        if error.status_code == 400:  # FastAPI's answer to a body it cannot decode (not UTF-8, nested too deep)
+            message = "the body could not be read as JSON; send a UTF-8 JSON object with Content-Type: application/json"
+            return error_response(ApiError(422, "invalid_json", message))
         if error.status_code == 405:
             return error_response(ApiError(405, "method_not_allowed", f"{request.method} is not allowed on {request.url.path}"))
         return error_response(ApiError(error.status_code, "http_error", str(error.detail)))

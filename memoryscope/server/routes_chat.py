@@ -95,8 +95,14 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, who: C
             "usage": _usage(prompt_tokens, count_tokens(reply)),
             "memoryscope": _extension(user, meta),
         }  # fmt: skip
+    try:
+        # the first piece before the 200 goes out: a model that fails at once is an HTTP error, as
+        # OpenAI answers it (and proxies and SDK retries see the status); later failures are events
+        opening = await anext(answer, None)
+    except MemoryScopeError as error:
+        raise library_error(error) from error
     include_usage = bool((body.stream_options or {}).get("include_usage"))
-    events = _sse(answer, completion_id, state.settings.model_id, user, prompt_tokens, include_usage)
+    events = _sse(opening, answer, completion_id, state.settings.model_id, user, prompt_tokens, include_usage)
     return StreamingResponse(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
@@ -146,9 +152,10 @@ def _extension(user: str, meta: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _sse(
-    answer: Any, completion_id: str, model_id: str, user: str, prompt_tokens: int, include_usage: bool
+    opening: Any, answer: Any, completion_id: str, model_id: str, user: str, prompt_tokens: int, include_usage: bool
 ) -> AsyncIterator[str]:
-    """The reply as OpenAI's `chat.completion.chunk` events; a failure mid-stream is an error event."""
+    """The reply as OpenAI's `chat.completion.chunk` events, from its `opening` piece (None: the
+    reply was empty) and the rest of `answer`; a failure mid-stream is an error event."""
     created = int(time.time())
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
@@ -160,8 +167,9 @@ async def _sse(
 
     reply, meta = "", {}
     first = True
+    piece = opening
     try:
-        async for piece in answer:
+        while piece is not None:
             meta = piece.meta_data
             if first:
                 yield chunk({"role": "assistant", "content": ""}, memoryscope=_extension(user, meta))
@@ -169,6 +177,7 @@ async def _sse(
             if piece.delta:
                 reply += piece.delta
                 yield chunk({"content": piece.delta})
+            piece = await anext(answer, None)
     except MemoryScopeError as error:
         api_error = library_error(error)
         yield f"data: {json.dumps(error_body(api_error.status, api_error.code, api_error.message))}\n\n"

@@ -8,19 +8,22 @@ answer 404 otherwise, so a key cannot even learn that another user's memory exis
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
 
+from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryNode, MemoryType
 from memoryscope.memory_api import MemoryRecord
 from memoryscope.server.errors import ApiError
 from memoryscope.server.schemas import AddMemories, SearchBody, StoreMessages, UpdateMemory
 from memoryscope.server.state import Caller, CallerDep, ServerState, state_of
 from memoryscope.stores.base import MemoryFilter, MemoryStore
+from memoryscope.stores.metadata import metadata_conditions
 
-__all__ = ["router", "UserPath", "Workspace", "Target", "require_known_user", "records"]
+__all__ = ["router", "UserPath", "Workspace", "Target", "require_known_user", "records", "check_text"]
 
 router = APIRouter(prefix="/v1", tags=["memories"])
 
@@ -61,7 +64,29 @@ def _reachable_node(state: ServerState, who: Caller, memory_id: str) -> MemoryNo
     return found[0]
 
 
-def _check_query(state: ServerState, text: str, what: str = "query") -> None:
+def checked_filters(filters: Any) -> Any:
+    """`filters` as given, once the library has read them (it raises StoreError for a bad one: the caller's 422, not a 503)."""
+    try:
+        metadata_conditions(filters)
+    except StoreError as error:
+        raise ApiError(422, "invalid_filter", str(error)) from None
+    return filters
+
+
+def parsed_filters(text: str | None) -> Any:
+    """The `filters` query parameter: a JSON object, as a search body's `filters`."""
+    if not text:
+        return None
+    try:
+        filters = json.loads(text)
+    except ValueError as error:
+        raise ApiError(422, "invalid_filter", f'filters must be a JSON object, e.g. {{"source": "crm"}} ({error})') from None
+    if not isinstance(filters, dict):
+        raise ApiError(422, "invalid_filter", f"filters must be a JSON object, got {type(filters).__name__}")
+    return checked_filters(filters)
+
+
+def check_text(state: ServerState, text: str, what: str = "query") -> None:
     limit = state.settings.max_query_chars
     if len(text) > limit:
         raise ApiError(422, "query_too_long", f"the {what} has {len(text)} characters; at most {limit} (server.max_query_chars)")
@@ -84,7 +109,7 @@ def store_messages(
         message = f"{len(body.messages)} messages in one request; at most {limit} (server.max_messages_per_request)"
         raise ApiError(413, "too_many_messages", message)
     for said in body.messages:
-        _check_query(state, said.content, "message")
+        check_text(state, said.content, "message")
     given = [
         {"role": message.role, "content": message.content, "time": aware(state, message.time), "name": message.name}
         for message in body.messages
@@ -102,9 +127,10 @@ def search(
     their time-stamped text (`text`) and structured fields."""
     state = state_of(request)
     who.require(user, workspace)
-    _check_query(state, body.query)
+    check_text(state, body.query)
     if body.top_k > state.settings.max_top_k:
         raise ApiError(422, "top_k_too_large", f"top_k {body.top_k} is over {state.settings.max_top_k} (server.max_top_k)")
+    checked_filters(body.filters)
     require_known_user(state, user, workspace, target)
     since, until = aware(state, body.since), aware(state, body.until)
     found = state.scope.search(
@@ -120,13 +146,15 @@ def list_memories(
     user: UserPath, request: Request, who: CallerDep, workspace: Workspace = "", target: Target = "",
     type: Annotated[list[MemoryType] | None, Query(description="Only these types (repeatable).")] = None,
     limit: Annotated[int | None, Query(ge=0, le=100_000)] = None, include_expired: bool = False,
+    filters: Annotated[str | None, Query(description='On metadata, as JSON: {"source": "crm", "rating": {"gte": 3}}.')] = None,
 ) -> dict[str, Any]:  # fmt: skip
     """Newest first; expired memories (replaced by newer ones) only with `include_expired=true`."""
     state = state_of(request)
     who.require(user, workspace)
+    wanted = parsed_filters(filters)
     require_known_user(state, user, workspace, target)
     found = state.scope.get_all(
-        user, types=type, include_expired=include_expired, limit=limit, target_name=target, workspace=workspace
+        user, filters=wanted, types=type, include_expired=include_expired, limit=limit, target_name=target, workspace=workspace
     )
     return {"memories": records(found)}
 
@@ -142,7 +170,7 @@ def add_memories(
     if len(body.texts) > state.settings.max_messages_per_request:
         raise ApiError(413, "too_many_messages", f"at most {state.settings.max_messages_per_request} texts a request")
     for text in body.texts:
-        _check_query(state, text, "text")
+        check_text(state, text, "text")
     added = state.scope.add(
         body.texts, user_id=user, metadata=body.metadata, infer=False, time=aware(state, body.time),
         target_name=target, workspace=workspace,
@@ -180,7 +208,7 @@ def update_memory(memory_id: MemoryId, body: UpdateMemory, request: Request, who
     state = state_of(request)
     _reachable_node(state, who, memory_id)
     if body.text is not None:
-        _check_query(state, body.text, "text")
+        check_text(state, body.text, "text")
     return state.scope.update(memory_id, body.text, metadata=body.metadata).to_dict()
 
 
@@ -193,6 +221,10 @@ def delete_memory(memory_id: MemoryId, request: Request, who: CallerDep) -> dict
 
 @router.get("/memories/{memory_id}/history", summary="Every change to one memory")
 def memory_history(memory_id: MemoryId, request: Request, who: CallerDep) -> dict[str, Any]:
+    """Oldest first; a deleted memory's history too (whose it was comes from the changes themselves)."""
     state = state_of(request)
-    _reachable_node(state, who, memory_id)
-    return {"changes": [change.to_dict() for change in state.scope.history(memory_id)]}
+    changes = state.scope.history(memory_id)
+    owners = {(change.user_name, change.workspace) for change in changes}
+    if not changes or not all(who.permits(user, workspace) for user, workspace in owners):
+        raise ApiError(404, "unknown_memory", f"no memory has the id {memory_id!r} (for this API key)")
+    return {"changes": [change.to_dict() for change in changes]}

@@ -13,11 +13,21 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from memoryscope._scheduler_state import RunRecord, Scope
-from memoryscope.memory import MemoryType
+from memoryscope.context import MemoryContext
+from memoryscope.memory import MemoryNode, MemoryType
 from memoryscope.server.errors import ApiError
-from memoryscope.server.routes_memory import Target, UserPath, Workspace, aware, records, require_known_user, store_of
+from memoryscope.server.routes_memory import (
+    Target,
+    UserPath,
+    Workspace,
+    aware,
+    check_text,
+    records,
+    require_known_user,
+    store_of,
+)
 from memoryscope.server.schemas import OperationBody
-from memoryscope.server.state import Caller, CallerDep, state_of
+from memoryscope.server.state import Caller, CallerDep, ServerState, state_of
 from memoryscope.stores.base import MemoryFilter
 from memoryscope.transfer.jsonl import FORMAT, FORMAT_VERSION
 from memoryscope.workflow import RunResult
@@ -55,6 +65,7 @@ def run_operation(
         known = ", ".join(service.operations)
         raise ApiError(404, "unknown_operation", f"no operation {name!r} in memory_service.{service.name}; known: {known}")
     body = body or OperationBody()
+    _check_sizes(state, body)
     fields: dict[str, Any] = {"target_name": target, "workspace": workspace}
     if body.query:
         fields["query"] = body.query
@@ -67,6 +78,18 @@ def run_operation(
     if body.retry_failed:
         fields["retry_failed"] = True
     return run_summary(name, service.run_operation(name, user, **fields))
+
+
+def _check_sizes(state: ServerState, body: OperationBody) -> None:
+    """The limits `/search` and `/memories` keep, kept here too: an operation is no way around them."""
+    check_text(state, body.query)
+    limit = state.settings.max_messages_per_request
+    for what, items in (("new_memories", body.new_memories), ("memory_ids", body.memory_ids)):
+        if len(items) > limit:
+            message = f"{len(items)} {what} in one request; at most {limit} (server.max_messages_per_request)"
+            raise ApiError(413, "too_many_messages", message)
+    for text in body.new_memories:
+        check_text(state, text, "text")
 
 
 def _reachable_ids(request: Request, who: Caller, memory_ids: list[str]) -> list[str]:
@@ -87,11 +110,22 @@ def run_summary(name: str, result: RunResult) -> dict[str, Any]:
         "result": context.result,
         "stopped": result.stopped,
         "skipped": list(result.skipped),
-        "memories": [memory.to_dict() for memory in context.memories],
+        "memories": [memory.to_dict() for memory in _produced(context)],
+        "added_memory_ids": list(context.added_memory_ids or ()),
+        "deleted_memory_ids": list(context.deleted_memory_ids or ()),
         "unknown_memory_ids": list(context.unknown_memory_ids or ()),
         "timings": [[worker, seconds] for worker, seconds in result.timings],
         "total_seconds": result.total_seconds,
     }
+
+
+def _produced(context: MemoryContext) -> tuple[MemoryNode, ...]:
+    """The operation's answer (`memories`); for a backend operation, which answers with none, the
+    observations and insights its `store_memory` wrote."""
+    if context.memories:
+        return context.memories
+    written = set(context.store_outcome.memory_ids)
+    return tuple(node for node in (*context.new_observations, *context.updated_insights) if node.memory_id in written)
 
 
 @router.get("/users/{user}/profile", summary="The user's profile (insights)")

@@ -17,8 +17,9 @@ from fastapi import Depends, Request
 
 from memoryscope.app import MemoryScope
 from memoryscope.config.server_settings import ServerSettings
-from memoryscope.server.access import ApiKey, KeyRing, RateLimiter
+from memoryscope.server.access import ApiKey, KeyRing
 from memoryscope.server.errors import ApiError
+from memoryscope.server.limits import RateLimiter
 from memoryscope.server.metrics import ServerMetrics
 from memoryscope.service import MemoryService
 

@@ -11,11 +11,11 @@ import pytest
 
 pytest.importorskip("fastapi", reason="the server tests need the server extra: pip install 'memoryscope[server]'")
 
-from memoryscope.app import MemoryScope  # noqa: E402
-from memoryscope.server.access import KeyRing  # noqa: E402
-from memoryscope.server.app import create_app  # noqa: E402
-from memoryscope.testing.fake_openai import FakeOpenAIServer  # noqa: E402
-from memoryscope.testing.live_server import LiveServer  # noqa: E402
+from memoryscope.app import MemoryScope
+from memoryscope.server.access import KeyRing
+from memoryscope.server.app import create_app
+from memoryscope.testing.fake_openai import FakeOpenAIServer
+from memoryscope.testing.live_server import LiveServer
 
 LLM_ENV = ("MEMORYSCOPE_LLM_API_BASE", "MEMORYSCOPE_LLM_API_KEY", "MEMORYSCOPE_LLM_MODEL", "MEMORYSCOPE_STORE_PATH")
 
