@@ -133,6 +133,8 @@ def search(
     checked_filters(body.filters)
     require_known_user(state, user, workspace, target)
     since, until = aware(state, body.since), aware(state, body.until)
+    if since is not None and until is not None and since > until:
+        raise ApiError(422, "invalid_time_range", f"since ({since.isoformat()}) is after until ({until.isoformat()}); swap them")
     found = state.scope.search(
         body.query, user_id=user, top_k=body.top_k, filters=body.filters, types=body.types,
         time_range=(since, until) if since or until else None, query_time=aware(state, body.query_time),

@@ -147,6 +147,7 @@ def status(
     """What runs for the user now, what waits, how the last backend runs went, pending messages."""
     state = state_of(request)
     who.require(user, workspace)
+    require_known_user(state, user, workspace, target)
     label = Scope(user, target, workspace).label
     now = state.service.scheduler.status()
     backlog = now.messages.get(label)

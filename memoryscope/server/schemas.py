@@ -4,13 +4,23 @@ silently; times are ISO 8601 (without a zone: the config's `global.timezone`).""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 __all__ = ["MessageIn", "StoreMessages", "SearchBody", "AddMemories", "UpdateMemory", "OperationBody"]
 
 _STRICT = ConfigDict(extra="forbid")
+_EARLIEST_YEAR, _LATEST_YEAR = 1000, 9000  # room on both sides for the date arithmetic of time windows
+
+
+def _plausible(moment: datetime) -> datetime:
+    if not _EARLIEST_YEAR <= moment.year <= _LATEST_YEAR:
+        raise ValueError(f"year {moment.year} is out of range; give a time between the years {_EARLIEST_YEAR} and {_LATEST_YEAR}")
+    return moment
+
+
+Time = Annotated[datetime, AfterValidator(_plausible)]
 MemoryTypeName = Literal["conversation", "observation", "obs_customized", "insight"]
 
 
@@ -19,7 +29,7 @@ class MessageIn(BaseModel):
 
     role: Literal["user", "assistant"] = "user"
     content: str = Field(min_length=1, description="What was said.")
-    time: datetime | None = Field(default=None, description="When it was said (default: now).")
+    time: Time | None = Field(default=None, description="When it was said (default: now).")
     name: str = Field(default="", max_length=256, description="The speaker's name, when the chat has several people.")
 
 
@@ -36,10 +46,10 @@ class SearchBody(BaseModel):
     query: str = Field(min_length=1, description="What to find memories for.")
     top_k: int = Field(default=10, ge=1, description="How many memories at most.")
     types: list[MemoryTypeName] | None = Field(default=None, description="Only memories of these types.")
-    since: datetime | None = Field(default=None, description="Only memories said at or after this time.")
-    until: datetime | None = Field(default=None, description="Only memories said before this time.")
+    since: Time | None = Field(default=None, description="Only memories said at or after this time.")
+    until: Time | None = Field(default=None, description="Only memories said before this time.")
     filters: dict[str, Any] | None = Field(default=None, description='On metadata: {"source": "crm", "rating": {"gte": 3}}.')
-    query_time: datetime | None = Field(default=None, description="When the question is asked (default: now).")
+    query_time: Time | None = Field(default=None, description="When the question is asked (default: now).")
 
 
 class AddMemories(BaseModel):
@@ -47,7 +57,7 @@ class AddMemories(BaseModel):
 
     texts: list[str] = Field(min_length=1, description="Each text is stored as one memory, as given (no LLM involved).")
     metadata: dict[str, Any] | None = None
-    time: datetime | None = Field(default=None, description="When it was said (default: now).")
+    time: Time | None = Field(default=None, description="When it was said (default: now).")
 
 
 class UpdateMemory(BaseModel):
@@ -63,7 +73,7 @@ class OperationBody(BaseModel):
     model_config = _STRICT
 
     query: str = ""
-    query_time: datetime | None = None
+    query_time: Time | None = None
     memory_ids: list[str] = Field(default_factory=list, description="For delete_memory.")
     new_memories: list[str] = Field(default_factory=list, description="Texts for add_memory.")
     retry_failed: bool = Field(default=False, description="consolidate_memory: take messages parked after failures too.")

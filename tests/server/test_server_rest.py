@@ -407,8 +407,7 @@ def test_status_counts_the_user_pending_messages(api: Api, user: str) -> None:
     assert set(body["scheduler"]) == {"enabled", "started", "closed"} and body["scheduler"]["closed"] is False
     assert body["running"] == [] and body["last_errors"] == {}
     assert body["pending_messages"]["ready"] == 2
-    other = api.get(f"/v1/users/{user}-nobody/status").json()
-    assert other["pending_messages"] is None
+    assert_error(api.get(f"/v1/users/{user}-nobody/status"), 404, "unknown_user")
 
 
 def test_export_streams_json_lines_that_import_reads_back(
@@ -724,3 +723,13 @@ def test_a_closed_store_is_a_json_503(make_scope: Any, serve: Any) -> None:
         assert "closed" in assert_error(response, 503, "store_error")
     ready = requests.get(f"{live.url}/readyz", timeout=30)
     assert ready.status_code == 503 and ready.json()["checks"]["store"]["ok"] is False
+
+
+def test_out_of_range_times_and_reversed_windows_are_refused(api: Api, user: str) -> None:
+    year_one = {"messages": [{"content": "an old story", "time": "0001-01-01T00:00:00"}]}
+    message = assert_error(api.post(f"/v1/users/{user}/messages", json=year_one), 422, "invalid_request")
+    assert "year 1 is out of range" in message
+    assert api.listed(user) == []  # nothing half-written
+    api.add(user, "likes tea")
+    reversed_window = {"query": "tea", "since": "2024-10-02T00:00:00", "until": "2024-10-01T00:00:00"}
+    assert_error(api.post(f"/v1/users/{user}/search", json=reversed_window), 422, "invalid_time_range")
