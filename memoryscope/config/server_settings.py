@@ -42,6 +42,13 @@ class ServerSettings(BoundedParams):
         default=600, ge=0, le=10_000_000, description="Requests per API key a minute; 0: no limit."
     )
     cors_origins: tuple[str, ...] = Field(default=(), description="Origins allowed by CORS; empty: CORS off. `*` allows any.")
+    keep_alive_s: float = Field(
+        default=65.0,
+        gt=0,
+        le=3600,
+        description="How long an idle connection is kept open; longer than clients keep theirs "
+        "(httpx and the OpenAI SDK: 5 s), so a client never reuses a connection the server is closing.",
+    )
     shutdown_timeout_s: float = Field(
         default=10.0,
         ge=0,

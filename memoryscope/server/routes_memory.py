@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Request
+from fastapi.responses import JSONResponse
 
 from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryNode, MemoryType
@@ -122,7 +123,7 @@ def store_messages(
 def search(
     user: UserPath, body: SearchBody, request: Request, who: CallerDep, workspace: Workspace = "",
     target: Target = "",
-) -> dict[str, Any]:  # fmt: skip
+) -> JSONResponse:  # fmt: skip
     """The configured retrieval (`retrieve_memory`): the best `top_k` memories for the query, with
     their time-stamped text (`text`) and structured fields."""
     state = state_of(request)
@@ -131,7 +132,6 @@ def search(
     if body.top_k > state.settings.max_top_k:
         raise ApiError(422, "top_k_too_large", f"top_k {body.top_k} is over {state.settings.max_top_k} (server.max_top_k)")
     checked_filters(body.filters)
-    require_known_user(state, user, workspace, target)
     since, until = aware(state, body.since), aware(state, body.until)
     if since is not None and until is not None and since > until:
         raise ApiError(422, "invalid_time_range", f"since ({since.isoformat()}) is after until ({until.isoformat()}); swap them")
@@ -140,7 +140,10 @@ def search(
         time_range=(since, until) if since or until else None, query_time=aware(state, body.query_time),
         target_name=target, workspace=workspace,
     )  # fmt: skip
-    return {"memories": records(found)}
+    if not found:  # only then is it worth a count: is the user unknown, or did nothing match?
+        require_known_user(state, user, workspace, target)
+    # the records are JSON-ready already: skip FastAPI's generic encoding (a third of a search's HTTP cost)
+    return JSONResponse({"memories": records(found)})
 
 
 @router.get("/users/{user}/memories", summary="List a user's memories")
