@@ -89,6 +89,10 @@ class WorkerError(MemoryScopeError):
         super().__init__(scrub(f"workflow {workflow!r}, worker {worker!r}: {type(cause).__name__}: {cause}"))
 
 
+class ServiceClosed(MemoryScopeError):
+    """The service (or its scheduler) is shutting down or shut: it takes no more work."""
+
+
 class StoreError(MemoryScopeError):
     """A memory store could not do what was asked (bad path, failed write, model mismatch)."""
 

@@ -16,11 +16,11 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from memoryscope.errors import MemoryScopeError
+from memoryscope.errors import MemoryScopeError, StoreError
 
 if TYPE_CHECKING:
     from memoryscope.stores.base import MemoryStore
@@ -47,8 +47,11 @@ def lease_name(user_name: str, target_name: str = "", workspace: str = "") -> st
 
 
 @contextmanager
-def held_lease(store: MemoryStore, name: str, holder: str, *, ttl_s: float, wait_s: float = 0.0) -> Iterator[None]:
-    """Hold lease `name` while the body runs, renewing it every `ttl_s / 3` seconds.
+def held_lease(
+    store: MemoryStore, name: str, holder: str, *, ttl_s: float, wait_s: float = 0.0, renew: Callable[[], bool] | None = None
+) -> Iterator[None]:
+    """Hold lease `name` while the body runs, renewing it every `ttl_s / 3` seconds (while
+    `renew()` says so: a run given up on stops renewing, so a lease released for it stays free).
 
     Waits up to `wait_s` seconds while another holder has it, then raises LeaseBusy.
     """
@@ -58,14 +61,19 @@ def held_lease(store: MemoryStore, name: str, holder: str, *, ttl_s: float, wait
             raise LeaseBusy(f"another process is running a backend operation ({_label(name)}); try again later")
         time.sleep(min(_POLL_S, max(deadline - time.monotonic(), 0.0)))
     stop = threading.Event()
-    renewer = threading.Thread(target=_renew, args=(store, name, holder, ttl_s, stop), name="memoryscope-lease", daemon=True)
+    renewer = threading.Thread(
+        target=_renew, args=(store, name, holder, ttl_s, stop, renew), name="memoryscope-lease", daemon=True
+    )
     renewer.start()
     try:
         yield
     finally:
         stop.set()
         renewer.join()
-        store.release_lease(name, holder)
+        try:
+            store.release_lease(name, holder)
+        except StoreError as error:  # e.g. the store was closed under a run given up on: it ages out instead
+            logger.warning("could not release lease %r: %s", name, error)
 
 
 def _label(name: str) -> str:
@@ -74,8 +82,12 @@ def _label(name: str) -> str:
     return f"user {user!r}" + (f" [{', '.join(extra)}]" if extra else "")
 
 
-def _renew(store: MemoryStore, name: str, holder: str, ttl_s: float, stop: threading.Event) -> None:
+def _renew(
+    store: MemoryStore, name: str, holder: str, ttl_s: float, stop: threading.Event, renew: Callable[[], bool] | None
+) -> None:
     while not stop.wait(ttl_s / 3):
+        if renew is not None and not renew():
+            return
         try:
             if not store.acquire_lease(name, holder, ttl_s):
                 logger.warning("lease %r was taken over while its run went on (it had expired)", name)

@@ -63,7 +63,7 @@ from memoryscope._scheduler_state import (
     run_record,
 )
 from memoryscope.context import MemoryContext
-from memoryscope.errors import MemoryScopeError
+from memoryscope.errors import MemoryScopeError, ServiceClosed, StoreError
 from memoryscope.leases import LeaseBusy, held_lease, holder_id, lease_name
 from memoryscope.memory import utc_now
 from memoryscope.operation import Operation
@@ -190,14 +190,14 @@ class Scheduler:
         context.on_demand = True
         with self._state:
             if self._closing:
-                raise MemoryScopeError(f"the scheduler of service {self.service_name!r} is stopped")
+                raise ServiceClosed(f"the scheduler of service {self.service_name!r} is stopped")
             lock = self._know(scope)
         with lock, self._lease(scope, self.lease_wait_s):
             counts = self._counts(operation.name, scope)
             result = self._run(operation, context, trigger, counts, reraise=True)
         self._submit(scope)  # what this run wrote may fire another operation (observations → reflection)
         if result is None:  # the scheduler stopped while this call waited for the user's lock
-            raise MemoryScopeError(ABANDONED)
+            raise ServiceClosed(ABANDONED)
         return result
 
     def status(self) -> SchedulerStatus:
@@ -247,6 +247,7 @@ class Scheduler:
             self._queued &= self._active  # the jobs that never started were cancelled with the pool
             self._closed = True
             self._state.notify_all()
+        self._release_leases(left)
         for running in left:
             logger.warning(
                 "service %s: %s for user %r did not finish within %.1fs; abandoned, nothing of it is written",
@@ -256,6 +257,19 @@ class Scheduler:
                 timeout,
             )
         return not left
+
+    def _release_leases(self, abandoned: list[Running]) -> None:
+        """Free the leases of runs given up on now, while the store is still open: their own
+        release comes only when they end, perhaps after the store is closed, and a lease left in
+        the store would hold up the user's backend runs in every process for `lease_ttl_s`."""
+        if self._store is None:
+            return
+        for running in abandoned:
+            scope = running.info.scope
+            try:
+                self._store.release_lease(lease_name(scope.user_name, scope.target_name, scope.workspace), self._holder)
+            except StoreError as error:
+                logger.warning("service %s: could not release the lease of %s: %s", self.service_name, scope.label, error)
 
     # -- triggers ----------------------------------------------------------------------------
 
@@ -278,7 +292,8 @@ class Scheduler:
         if self._store is None:
             return nullcontext()
         name = lease_name(scope.user_name, scope.target_name, scope.workspace)
-        return held_lease(self._store, name, self._holder, ttl_s=self.lease_ttl_s, wait_s=wait_s)
+        renew = lambda: not self._closing  # noqa: E731  # a closing scheduler's runs stop holding on
+        return held_lease(self._store, name, self._holder, ttl_s=self.lease_ttl_s, wait_s=wait_s, renew=renew)
 
     def _track(self, scope: Scope, name: str) -> Track:
         return self._tracks.setdefault((scope, name), Track())

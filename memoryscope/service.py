@@ -21,7 +21,7 @@ from memoryscope.compat.inputs import caller_inputs
 from memoryscope.config.bounds import BoundedParams
 from memoryscope.config.specs import GlobalSettings
 from memoryscope.context import CALLER_FIELDS, MemoryContext
-from memoryscope.errors import MemoryScopeError, UnknownNameError
+from memoryscope.errors import MemoryScopeError, ServiceClosed, UnknownNameError
 from memoryscope.operation import Operation
 from memoryscope.registry import Registry
 from memoryscope.scheduler import Scheduler
@@ -118,7 +118,7 @@ class MemoryService:
         role_name = caller_fields.pop("role_name", None)
         user_name = user_name or role_name or self.params.human_name
         if self._closed.is_set():
-            raise MemoryScopeError(f"service {self.name!r} is closed")
+            raise ServiceClosed(f"service {self.name!r} is closed")
         operation = self.operations.get(name)
         if operation is None:
             raise UnknownNameError(f"memory_service.{self.name}.memory_operations", "operation", name, self.operations)

@@ -18,7 +18,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from memoryscope.errors import MemoryScopeError, ModelError, StoreError, WorkerError
+from memoryscope.errors import MemoryScopeError, ModelError, ServiceClosed, StoreError, WorkerError
+from memoryscope.leases import LeaseBusy
 from memoryscope.memory_api import MemoryNotFoundError
 
 __all__ = ["ApiError", "error_body", "install_error_handlers"]
@@ -68,6 +69,10 @@ def library_error(error: MemoryScopeError) -> ApiError:
         return ApiError(502, "model_error", f"a model call failed: {cause}")
     if isinstance(cause, StoreError):
         return ApiError(503, "store_error", f"the memory store failed: {cause}")
+    if isinstance(cause, ServiceClosed):
+        return ApiError(503, "shutting_down", f"the server is shutting down ({cause}); retry against another replica or later")
+    if isinstance(cause, LeaseBusy):
+        return ApiError(409, "busy", f"{cause}; it waits at most the service's lease_wait_s", headers={"Retry-After": "5"})
     if isinstance(error, WorkerError):
         return ApiError(500, "operation_failed", str(error))
     return ApiError(422, "invalid_request", str(error))

@@ -26,7 +26,6 @@ import pytest
 
 from memoryscope.app import MemoryScope
 from memoryscope.cli_serve import graceful_server
-from memoryscope.leases import LeaseBusy
 from memoryscope.memory import MemoryType
 from memoryscope.server.app import create_app
 from memoryscope.stores.base import MemoryFilter
@@ -87,7 +86,7 @@ def test_stopping_abandons_a_held_consolidation_within_the_shutdown_time_and_wri
     """The LLM holds consolidation's first step; stopping the server waits `shutdown_timeout_s`,
     abandons the run and closes the store; the request in flight gets a JSON 503; the file is
     whole, no observation half-written, and the messages are still there to consolidate."""
-    scope = make_scope(**{f"{SERVICE}.lease_ttl_s": 2})  # the abandoned run's lease ages out soon (see the xfail below)
+    scope = make_scope(**{f"{SERVICE}.lease_ttl_s": 2})  # short, though an abandoned run's lease is released at close
     live = serve(scope, shutdown_timeout_s=SHUTDOWN_S)
     reached = script.hold("info_filter")
     texts = list(TALK) if started_by == "trigger" else list(TALK)[:2]  # five messages fire trigger_messages
@@ -151,13 +150,6 @@ def test_a_request_that_finishes_within_the_shutdown_time_completes(
     assert observations(path) == ["ann lives in Hangzhou", "ann plays the guitar"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=LeaseBusy,
-    reason="known bug (memoryscope/scheduler.py, not the server's): a run abandoned at shutdown releases its "
-    "lease only after the store is closed, which fails, so the lease stays in the file for lease_ttl_s "
-    "(300 s) and blocks the user's backend runs after a restart",
-)
 def test_a_restarted_server_can_consolidate_a_user_whose_run_was_abandoned_at_once(
     serve: ServeFactory, make_scope: ScopeFactory, script: ConsolidationScript
 ) -> None:
