@@ -17,21 +17,16 @@ except that their background operations get the time only once their requests ar
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
 import ipaddress
 import json
 import logging
 import os
-import signal
 import sys
-import threading
-from collections.abc import Iterator
 from typing import Any
 
 from memoryscope.errors import MemoryScopeError
 
-__all__ = ["add_serve_commands", "is_loopback", "graceful_server"]
+__all__ = ["add_serve_commands", "is_loopback"]
 
 
 def add_serve_commands(commands: Any) -> None:
@@ -77,6 +72,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from memoryscope.config.loading import load_config
     from memoryscope.server.app import SERVE_ENV, create_app, keys_for
+    from memoryscope.server.running import graceful_server
 
     overrides = {"memory_store.path": args.store} if args.store else {}
     config = load_config(args.config, overrides or None)
@@ -112,78 +108,3 @@ def _serve(args: argparse.Namespace) -> int:
     finally:
         scope.close()  # the app's shutdown closed it already, unless the server never started (a port in use)
     return 0
-
-
-def graceful_server(app: Any, **options: Any) -> Any:
-    """A `uvicorn.Server` for `app` (options are `uvicorn.Config`'s) that stops as `memoryscope
-    serve` promises: `begin_shutdown(app)` as soon as it stops taking requests, so background
-    operations get their time while the requests in flight finish; a request still running when
-    `timeout_graceful_shutdown` is over gets a JSON 503 `shutting_down`; and a graceful stop by a
-    signal exits 0. That timeout and `timeout_keep_alive` default to the app's `server:` settings.
-    (uvicorn raises the signal again once it has shut down, which kills the process by it: status
-    -15 for SIGTERM, a KeyboardInterrupt traceback for Ctrl-C; and a request it cuts off gets a
-    plain-text 500 and a traceback in the log.)"""
-    import uvicorn
-    from uvicorn.server import HANDLED_SIGNALS
-
-    from memoryscope.server.app import begin_shutdown
-
-    served = getattr(getattr(app, "state", None), "memoryscope", None)  # an app `create_app` made
-    if served is not None:
-        options.setdefault("timeout_graceful_shutdown", served.settings.shutdown_timeout_s)
-        options.setdefault("timeout_keep_alive", served.settings.keep_alive_s)
-    cut_off = _CutOff(app)
-
-    class GracefulServer(uvicorn.Server):
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            if threading.current_thread() is not threading.main_thread():  # signals reach the main thread only
-                yield
-                return
-            previous = {number: signal.signal(number, self.handle_exit) for number in HANDLED_SIGNALS}
-            try:
-                yield
-            finally:
-                for number, handler in previous.items():
-                    signal.signal(number, handler)
-
-        async def shutdown(self, sockets: Any = None) -> None:
-            begin_shutdown(app)
-            cut_off.shutting_down = True
-            await super().shutdown(sockets)
-
-    return GracefulServer(uvicorn.Config(cut_off, **options))
-
-
-class _CutOff:
-    """ASGI wrapper: once the server shuts down, a request it cancels (its graceful time is over)
-    is answered 503 in the API's JSON error shape, and the cancellation ends there."""
-
-    def __init__(self, app: Any) -> None:
-        self.app = app
-        self.shutting_down = False
-
-    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def tracked_send(message: Any) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, receive, tracked_send)
-        except asyncio.CancelledError:
-            if not self.shutting_down:
-                raise
-            if not started:  # a response already begun (a stream) just ends here
-                from memoryscope.server.errors import error_body
-
-                message = "the server is shutting down and this request did not finish in time; try again"
-                body = json.dumps(error_body(503, "shutting_down", message)).encode()
-                headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-                await send({"type": "http.response.start", "status": 503, "headers": headers})
-                await send({"type": "http.response.body", "body": body})

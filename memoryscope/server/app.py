@@ -29,17 +29,16 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from memoryscope import __version__
 from memoryscope.app import MemoryScope
 from memoryscope.config.server_settings import ServerSettings
 from memoryscope.server import routes_chat, routes_health, routes_memory, routes_ops
 from memoryscope.server.access import KeyRing
-from memoryscope.server.errors import ApiError, error_body, install_error_handlers
+from memoryscope.server.errors import install_error_handlers
 from memoryscope.server.limits import RateLimiter
 from memoryscope.server.metrics import ServerMetrics
-from memoryscope.server.paths import EncodedSlashGuard
+from memoryscope.server.middleware import BodyLimit, EncodedSlashGuard, RequestMetrics
 from memoryscope.server.state import ServerState
 
 __all__ = ["create_app", "keys_for", "app_from_environment", "begin_shutdown", "SERVE_ENV"]
@@ -160,94 +159,3 @@ def app_from_environment() -> FastAPI:
     given = json.loads(os.environ[SERVE_ENV])
     scope = MemoryScope(given["config"], overrides=given.get("overrides") or None)
     return create_app(scope)
-
-
-class BodyLimit:
-    """413 for a body over `max_bytes`: at once by its Content-Length, else when it grows past it."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await _send_error(send, self._too_large())
-            return
-        received = 0
-        started = over = False
-
-        async def counted_receive() -> Message:
-            nonlocal received, over
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    over = True
-                    raise _BodyTooLarge()
-            return message
-
-        async def tracked_send(message: Message) -> None:
-            nonlocal started
-            if over:
-                # FastAPI turns an exception raised while it reads the body into its own 400
-                # ("There was an error parsing the body"); the 413 is the answer, not that
-                if message["type"] == "http.response.start" and not started:
-                    started = True
-                    await _send_error(send, self._too_large())
-                return
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, counted_receive, tracked_send)
-        except _BodyTooLarge:
-            if not started:
-                await _send_error(send, self._too_large())
-
-    def _too_large(self) -> ApiError:
-        return ApiError(413, "body_too_large", f"the request body is over {self.max_bytes} bytes (server.max_body_bytes)")
-
-
-class _BodyTooLarge(Exception):
-    pass
-
-
-async def _send_error(send: Send, error: ApiError) -> None:
-    import json
-
-    body = json.dumps(error_body(error.status, error.code, error.message)).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": error.status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
-
-
-class RequestMetrics:
-    """Counts and times every request by its route template (never the raw path: a bounded set)."""
-
-    def __init__(self, app: ASGIApp, metrics: ServerMetrics) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = time.perf_counter()
-        status = 500
-
-        async def tracked_send(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
-        try:
-            await self.app(scope, receive, tracked_send)
-        finally:
-            route: Any = scope.get("route")
-            endpoint = getattr(route, "path", None) or "unmatched"
-            self.metrics.observe_request(endpoint, scope.get("method", ""), status, time.perf_counter() - started)

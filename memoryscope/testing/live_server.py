@@ -53,7 +53,7 @@ class LiveServer:
         return f"http://{self.host}:{self.port}"
 
     def start(self) -> LiveServer:
-        from memoryscope.cli_serve import graceful_server
+        from memoryscope.server.running import graceful_server
 
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

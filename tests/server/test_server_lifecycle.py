@@ -25,9 +25,9 @@ import httpx
 import pytest
 
 from memoryscope.app import MemoryScope
-from memoryscope.cli_serve import graceful_server
 from memoryscope.memory import MemoryType
 from memoryscope.server.app import create_app
+from memoryscope.server.running import graceful_server
 from memoryscope.stores.base import MemoryFilter
 from memoryscope.stores.sqlite_store import SqliteMemoryStore
 from memoryscope.testing.consolidation_script import ConsolidationScript
