@@ -91,7 +91,8 @@ def _serve(args: argparse.Namespace) -> int:
         "timeout_graceful_shutdown": settings.shutdown_timeout_s, "timeout_keep_alive": settings.keep_alive_s,
     }  # fmt: skip
     if args.workers > 1:
-        os.environ[SERVE_ENV] = json.dumps({"config": args.config, "overrides": overrides})
+        os.environ[SERVE_ENV] = json.dumps({"config": args.config, "overrides": overrides, "log_level": args.log_level})
+        print(_banner(config.source, host, port, args.workers), file=sys.stderr, flush=True)
         uvicorn.run("memoryscope.server.app:app_from_environment", factory=True, workers=args.workers, **options)
         return 0
     from memoryscope.app import MemoryScope
@@ -102,9 +103,14 @@ def _serve(args: argparse.Namespace) -> int:
     except BaseException:
         scope.close()
         raise
-    print(f"memoryscope: serving {config.source} on http://{host}:{port} (API docs at /docs)", file=sys.stderr, flush=True)
+    print(_banner(config.source, host, port, 1), file=sys.stderr, flush=True)
     try:
         graceful_server(app, **options).run()
     finally:
         scope.close()  # the app's shutdown closed it already, unless the server never started (a port in use)
     return 0
+
+
+def _banner(source: str, host: str, port: int, workers: int) -> str:
+    processes = f" in {workers} processes" if workers > 1 else ""
+    return f"memoryscope: serving {source} on http://{host}:{port}{processes} (API docs at /docs)"

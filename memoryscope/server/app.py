@@ -157,5 +157,8 @@ def app_from_environment() -> FastAPI:
     import json
 
     given = json.loads(os.environ[SERVE_ENV])
+    # a worker process starts with logging unset: log as the parent `memoryscope` command does
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("memoryscope").setLevel(str(given.get("log_level") or "info").upper())
     scope = MemoryScope(given["config"], overrides=given.get("overrides") or None)
     return create_app(scope)

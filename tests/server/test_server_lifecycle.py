@@ -392,7 +392,10 @@ def test_two_workers_answer_on_one_port_and_stop_on_sigterm(start_serve: Callabl
     assert sorted(record["memory"] for record in listed) == [f"ann's fact number {number}" for number in range(6)]
 
     assert served.stop() == 0
-    assert "Traceback" not in served.output()
+    output = served.output()
+    assert "Traceback" not in output and "in 2 processes (API docs at /docs)" in output
+    # each worker logs as the parent command does: MemoryScope's INFO lines, with level and logger
+    assert output.count("INFO memoryscope.server: access: no API keys") == 2
     for pid in workers:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
