@@ -123,8 +123,11 @@ class MemoryApi:
         said = _messages(messages, self._aware(time), extra)
         if not infer:
             nodes = [_memory_of(message, user, target_name, workspace) for message in said]
-            self._store().upsert(nodes, change=ChangeSource("add"))
-            return [_record(node, self._settings) for node in nodes]
+            store = self._store()
+            store.upsert(nodes, change=ChangeSource("add"))
+            # read back, so a record's times are as every later read gives them (the store's zone)
+            stored = {node.memory_id: node for node in store.get([node.memory_id for node in nodes])}
+            return [_record(stored.get(node.memory_id, node), self._settings) for node in nodes]
         service = self.default_service
         operation = self._operation("store_operation", "read_message", "add(infer=True)")
         result = service.run_operation(operation, user, messages=tuple(said), target_name=target_name, workspace=workspace)

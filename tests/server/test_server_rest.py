@@ -733,3 +733,11 @@ def test_out_of_range_times_and_reversed_windows_are_refused(api: Api, user: str
     api.add(user, "likes tea")
     reversed_window = {"query": "tea", "since": "2024-10-02T00:00:00", "until": "2024-10-01T00:00:00"}
     assert_error(api.post(f"/v1/users/{user}/search", json=reversed_window), 422, "invalid_time_range")
+
+
+def test_a_memory_added_shows_the_same_times_as_when_it_is_read_back(api: Api, user: str) -> None:
+    added = api.add(user, "likes oolong", time="2024-10-21T09:00:00")[0]
+    read = api.get(f"/v1/memories/{added['id']}").json()
+    assert {name: added[name] for name in ("time", "created_at", "message_time")} == {
+        name: read[name] for name in ("time", "created_at", "message_time")
+    }
