@@ -380,9 +380,14 @@ def test_keys_never_appear_in_answers_or_logs(make_scope: Any, serve: Any, caplo
 
 
 @pytest.fixture
-def never_bind(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """uvicorn's serving replaced by a recorder, so a guard that fails cannot leave a server running."""
+def never_bind(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
+    """uvicorn's serving replaced by a recorder, so a guard that fails cannot leave a server running.
+    `serve` sets the `memoryscope` logger's level for its process; it is put back afterwards, or
+    later tests in this process would miss the DEBUG records they look for."""
     import uvicorn
+
+    package_logger = logging.getLogger("memoryscope")
+    level = package_logger.level
 
     started: list[Any] = []
 
@@ -393,7 +398,8 @@ def never_bind(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     monkeypatch.setattr(uvicorn, "run", lambda *args, **kwargs: started.append(kwargs))
     for name in LLM_ENV:
         monkeypatch.delenv(name, raising=False)
-    return started
+    yield started
+    package_logger.setLevel(level)  # setLevel, not the attribute: it also clears the loggers' level caches
 
 
 def test_serve_refuses_a_public_address_without_keys(
