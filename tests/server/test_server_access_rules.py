@@ -314,7 +314,7 @@ def test_over_the_rate_is_429_with_retry_after_per_key(make_scope: Any, serve: A
     assert [requests.get(url, headers={"X-API-Key": LOG_KEY}, timeout=30).status_code for _ in range(3)] == [200] * 3
     refused = requests.get(url, headers={"X-API-Key": LOG_KEY}, timeout=30)
     assert "3/minute" in assert_error(refused, 429, "rate_limited")
-    assert 1 <= int(refused.headers["Retry-After"]) <= 60
+    assert int(refused.headers["Retry-After"]) in range(1, 61)
     assert requests.get(url, headers={"X-API-Key": OTHER_KEY}, timeout=30).status_code == 200  # a bucket per key
     assert requests.get(f"{live.url}/healthz", timeout=30).status_code == 200
 
