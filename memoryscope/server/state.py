@@ -93,17 +93,23 @@ def caller(request: Request) -> Caller:
         return Caller(None)
     key = state.keys.authenticate(presented_key(request))
     if key is None:
+        # failed attempts share a rate per client address, so keys cannot be guessed at full speed
+        client = request.client.host if request.client is not None else "unknown"
+        _check_rate(state, f"\x00unauthenticated {client}", f"requests without a valid key from {client} are")
         message = "a valid API key is required: send `Authorization: Bearer KEY` (or `X-API-Key: KEY`)"
         raise ApiError(401, "unauthorized", message, headers={"WWW-Authenticate": "Bearer"})
-    wait_s = state.limiter.check(key.name)
-    if wait_s is not None:
-        seconds = max(1, int(wait_s + 0.999))
-        message = (
-            f"the API key {key.name!r} is over its rate ({state.settings.rate_limit_per_minute}/minute); retry in {seconds} s"
-        )
-        raise ApiError(429, "rate_limited", message, headers={"Retry-After": str(seconds)})
+    _check_rate(state, key.name, f"the API key {key.name!r} is")
     request.state.key_name = key.name
     return Caller(key)
+
+
+def _check_rate(state: ServerState, bucket: str, who_is: str) -> None:
+    """429 with Retry-After when `bucket` is over the per-key rate; `who_is` begins the message."""
+    wait_s = state.limiter.check(bucket)
+    if wait_s is not None:
+        seconds = max(1, int(wait_s + 0.999))
+        message = f"{who_is} over the rate ({state.settings.rate_limit_per_minute}/minute); retry in {seconds} s"
+        raise ApiError(429, "rate_limited", message, headers={"Retry-After": str(seconds)})
 
 
 def admin_caller(request: Request) -> Caller:

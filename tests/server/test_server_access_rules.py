@@ -319,6 +319,15 @@ def test_over_the_rate_is_429_with_retry_after_per_key(make_scope: Any, serve: A
     assert requests.get(f"{live.url}/healthz", timeout=30).status_code == 200
 
 
+def test_guessing_keys_is_rate_limited_per_client_address(make_scope: Any, serve: Any) -> None:
+    live = serve(make_scope(llm=False), keys=ring(), rate_limit_per_minute=3)
+    url = f"{live.url}/v1/operations"
+    guesses = [requests.get(url, headers={"X-API-Key": f"guess-{number}"}, timeout=30) for number in range(4)]
+    assert [response.status_code for response in guesses] == [401, 401, 401, 429]
+    assert "without a valid key from 127.0.0.1" in assert_error(guesses[-1], 429, "rate_limited")
+    assert requests.get(url, headers={"X-API-Key": LOG_KEY}, timeout=30).status_code == 200  # a valid key has its own rate
+
+
 ORIGIN = "https://app.example.com"
 
 
