@@ -41,11 +41,13 @@ setup(
         "dashscope": ["dashscope>=1.20", "llama-index-llms-dashscope>=0.3"],
         "bench": ["matplotlib>=3.7"],
         "server": ["fastapi>=0.110", "uvicorn>=0.29", "httpx>=0.27"],  # `memoryscope serve`, memoryscope.client
+        "mcp": ["mcp>=2.3,<3"],  # `memoryscope mcp`, and /mcp on the server
         "dev": [
             "elasticsearch>=8.13,<9",
             "fastapi>=0.110",
             "uvicorn>=0.29",
             "httpx>=0.27",
+            "mcp>=2.3,<3",
             "pytest>=8",
             "pytest-timeout>=2.3",
             "pytest-randomly>=3.15",  # the suite runs in a random order, so an order dependence shows

@@ -18,6 +18,7 @@ from functools import partial
 
 from memoryscope import __version__
 from memoryscope.cli_history import add_history_commands
+from memoryscope.cli_mcp import add_mcp_commands
 from memoryscope.cli_memory import add_memory_commands
 from memoryscope.cli_serve import add_serve_commands
 from memoryscope.cli_status import add_status_commands
@@ -97,6 +98,7 @@ def _parser() -> argparse.ArgumentParser:
     add_status_commands(commands)
     add_workers_commands(commands)
     add_serve_commands(commands)
+    add_mcp_commands(commands)
     return parser
 
 

@@ -91,12 +91,24 @@ def create_app(
     install_error_handlers(app)
     for router in (routes_health.router, routes_memory.router, routes_ops.router, routes_chat.router):
         app.include_router(router)
+    _mount_mcp_if_installed(app, state)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["*"], allow_headers=["*"])
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(EncodedSlashGuard)
     app.add_middleware(RequestMetrics, metrics=state.metrics)
     return app
+
+
+def _mount_mcp_if_installed(app: FastAPI, state: ServerState) -> None:
+    """The MCP tools over streamable HTTP at `/mcp`, key-scoped like the rest (the `mcp` extra)."""
+    try:
+        from memoryscope.mcp.http import mount_mcp
+    except ModuleNotFoundError as error:  # the mcp extra is not installed: no /mcp endpoint
+        if not (error.name or "").startswith("mcp"):
+            raise
+    else:
+        mount_mcp(app, state)
 
 
 def begin_shutdown(app: Any) -> None:

@@ -1,0 +1,137 @@
+"""`build_mcp`: the MemoryScope MCP server (the official `mcp` SDK's `MCPServer`) for one scope.
+
+    server = build_mcp(scope, fixed_user("ann"))     # stdio: `memoryscope mcp --user ann`
+    server.run("stdio")
+
+Six tools, named and argued as MemoryOS's MCP server names them: add_memory, retrieve_memory,
+get_user_profile, list_memory, delete_memory, consolidate_memory. Whose memories a call reaches
+is decided by `user_resolver` from the call's context (the command line's `--user`, or the HTTP
+request's API key), never by an argument: a model could write any name into one. A failure the
+caller can act on (a bad time, an unknown memory id, a model that failed) comes back as an MCP
+tool error with a readable message; the server keeps serving.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from memoryscope import __version__
+from memoryscope.errors import MemoryScopeError
+from memoryscope.mcp.tools import MemoryTools
+
+if TYPE_CHECKING:
+    from memoryscope.app import MemoryScope
+
+__all__ = ["build_mcp", "fixed_user", "UserResolver"]
+
+UserResolver = Callable[[Context], str]
+"""Whose memories a tool call reaches, from the call's context; raises `MemoryScopeError` to refuse it."""
+
+MemoryTypeName = Literal["conversation", "observation", "obs_customized", "insight"]
+
+INSTRUCTIONS = (
+    "Long-term memory of the user you are talking with. Call add_memory after each exchange worth keeping, "
+    "retrieve_memory before answering anything that may depend on what the user said earlier, and get_user_profile "
+    "for what is known about them. Memories are time-stamped: [2024-10-26 21:26:20 Sat] text. The user is fixed by "
+    "the server; no tool takes a user name."
+)
+
+
+def fixed_user(user: str) -> UserResolver:
+    """A resolver for a server that serves one user (stdio: `--user`, or the config's human_name)."""
+    if not user.strip():
+        raise MemoryScopeError("the MCP server's user is empty; pass --user NAME")
+    return lambda context: user
+
+
+def build_mcp(scope: MemoryScope, user_resolver: UserResolver, workspace: str = "") -> MCPServer:
+    """The MCP server over `scope`'s default memory service; each call's user from `user_resolver`."""
+    tools = MemoryTools(scope, workspace)
+    # the SDK calls logging.basicConfig(level=log_level); WARNING is Python's own default, so nothing changes for the host
+    server: MCPServer = MCPServer("memoryscope", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+
+    def run(context: Context, action: Callable[..., str], *args: Any) -> str:
+        try:
+            return action(user_resolver(context), *args)
+        except MemoryScopeError as error:
+            raise ToolError(str(error)) from None
+
+    @server.tool(
+        structured_output=False,
+        annotations=ToolAnnotations(title="Remember a turn", read_only_hint=False, destructive_hint=False),
+    )
+    def add_memory(
+        user_input: Annotated[str, Field(min_length=1, description="What the user said, verbatim.")],
+        ctx: Context,
+        agent_response: Annotated[
+            str | None, Field(description="Your reply to it, if any; stored as the assistant's message.")
+        ] = None,
+    ) -> str:
+        """Store one exchange (the user's message and your reply) in the user's long-term memory.
+
+        Facts about the user are drawn from stored messages in the background (or by consolidate_memory),
+        so call this after every exchange that tells something about the user."""
+        return run(ctx, tools.add_memory, user_input, agent_response)
+
+    @server.tool(structured_output=False, annotations=ToolAnnotations(title="Retrieve memories", read_only_hint=True))
+    def retrieve_memory(
+        query: Annotated[str, Field(min_length=1, description="What to look for, in natural language.")],
+        ctx: Context,
+        since: Annotated[
+            str | None,
+            Field(
+                description="Only memories from this time on: ISO 8601, e.g. 2024-10-26 or 2024-10-26T21:26:20+08:00 "
+                "(no zone: the server's zone)."
+            ),
+        ] = None,
+        until: Annotated[str | None, Field(description="Only memories up to this time (ISO 8601, as since).")] = None,
+        top_k: Annotated[int, Field(ge=1, le=100, description="How many memories to return at most.")] = 10,
+    ) -> str:
+        """The user's memories that best answer `query`, best first, one per line:
+        `[time] text  (id: ID; type)`. Use before answering anything that depends on the user's past."""
+        return run(ctx, tools.retrieve_memory, query, since, until, top_k)
+
+    @server.tool(structured_output=False, annotations=ToolAnnotations(title="User profile", read_only_hint=True))
+    def get_user_profile(ctx: Context) -> str:
+        """What is known about the user as a person: the insights drawn from their conversations, newest first."""
+        return run(ctx, tools.get_user_profile)
+
+    @server.tool(structured_output=False, annotations=ToolAnnotations(title="List memories", read_only_hint=True))
+    def list_memory(
+        ctx: Context,
+        type: Annotated[
+            MemoryTypeName | None,
+            Field(
+                description="Only this kind: observation (facts), insight (profile), conversation (messages), "
+                "obs_customized (added as given)."
+            ),
+        ] = None,
+        limit: Annotated[int | None, Field(ge=1, description="At most this many, newest first.")] = None,
+    ) -> str:
+        """The user's stored memories, newest first, one per line: `[time] text  (id: ID; type)`."""
+        return run(ctx, tools.list_memory, type, limit)
+
+    @server.tool(
+        structured_output=False,
+        annotations=ToolAnnotations(title="Delete a memory", read_only_hint=False, destructive_hint=True, idempotent_hint=True),
+    )
+    def delete_memory(
+        memory_id: Annotated[str, Field(min_length=1, description="The id shown by list_memory or retrieve_memory.")],
+        ctx: Context,
+    ) -> str:
+        """Delete one of the user's memories, e.g. when the user asks you to forget something."""
+        return run(ctx, tools.delete_memory, memory_id)
+
+    @server.tool(structured_output=False, annotations=ToolAnnotations(title="Consolidate now", read_only_hint=False))
+    def consolidate_memory(ctx: Context) -> str:
+        """Draw facts about the user from the messages stored since the last consolidation, now (it calls a
+        language model and may take a while). It also runs by itself in the background."""
+        return run(ctx, tools.consolidate_memory)
+
+    return server
