@@ -3,7 +3,7 @@
     memoryscope mcp --config default --user ann            # stdio, for Claude Desktop, Cursor, Cline
     memoryscope mcp --print-client-config --user ann       # the JSON block those clients need
 
-`build_mcp(scope, user_resolver)` makes the server; `memoryscope.mcp.http.mount_mcp(app, state)`
+`build_mcp(scope, user_resolver)` makes the server; `memoryscope.server.routes_mcp.mount_mcp(app, state)`
 serves it at `/mcp` of the FastAPI app, key-scoped like the REST API. Needs the mcp extra
 (`pip install 'memoryscope[mcp]'`); `client_config` does not, so the JSON block prints without it.
 """

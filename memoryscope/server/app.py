@@ -103,7 +103,7 @@ def create_app(
 def _mount_mcp_if_installed(app: FastAPI, state: ServerState) -> None:
     """The MCP tools over streamable HTTP at `/mcp`, key-scoped like the rest (the `mcp` extra)."""
     try:
-        from memoryscope.mcp.http import mount_mcp
+        from memoryscope.server.routes_mcp import mount_mcp
     except ModuleNotFoundError as error:  # the mcp extra is not installed: no /mcp endpoint
         if not (error.name or "").startswith("mcp"):
             raise

@@ -79,6 +79,7 @@ async def send_json_error(send: Send, error: ApiError) -> None:
     """Answer with `error` in the API's JSON shape, from below the app (no handler runs)."""
     body = json.dumps(error_body(error.status, error.code, error.message)).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in error.headers.items()]
     await send({"type": "http.response.start", "status": error.status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 

@@ -16,9 +16,9 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp_session import run_client, seed, text_of
 
 from memoryscope.app import MemoryScope
-from memoryscope.mcp.http import mount_mcp
 from memoryscope.server.access import ApiKey, KeyRing
 from memoryscope.server.app import create_app
+from memoryscope.server.routes_mcp import mount_mcp
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 from memoryscope.testing.live_server import LiveServer
 
