@@ -22,6 +22,7 @@ setup(
         "memoryscope.configs": ["*.yaml"],
         "memoryscope.workers": ["prompts/*.yaml"],
         "memoryscope": ["data/*.json", "py.typed"],
+        "memoryscope.server": ["playground/*.html", "playground/*.css", "playground/*.js"],
     },
     install_requires=[
         "llama-index-core>=0.12,<0.15",
@@ -48,6 +49,7 @@ setup(
             "uvicorn>=0.29",
             "httpx>=0.27",
             "mcp>=2.3,<3",
+            "selenium>=4.20",  # the playground's browser tests (with Debian's chromium and chromium-driver)
             "pytest>=8",
             "pytest-timeout>=2.3",
             "pytest-randomly>=3.15",  # the suite runs in a random order, so an order dependence shows

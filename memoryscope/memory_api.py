@@ -62,6 +62,7 @@ class MemoryRecord:
     user_id: str
     memory_type: str
     status: str
+    superseded_by: str | None  # an expired memory: the id of the memory that replaced it
     score: float | None
     text: str
     time: datetime
@@ -298,6 +299,7 @@ def _record(node: MemoryNode, settings: Any) -> MemoryRecord:
         user_id=node.user_name,
         memory_type=node.memory_type.value,
         status=node.status.value,
+        superseded_by=node.superseded_by or None,
         score=node.score,
         text=node.format(settings.language, settings.tzinfo),
         time=node.shown_time,

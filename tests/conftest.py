@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
@@ -29,7 +30,15 @@ if not any(point.value == PLUGIN for point in entry_points(group="pytest11")):
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
-    """pytest-randomly shuffles the tests; `-q` hides its header, so say here how to repeat the order."""
+    """Why tests were skipped, one line a reason (a browser or a server missing shows in CI's log);
+    and, since pytest-randomly shuffles the tests and `-q` hides its header, how to repeat the order."""
+    reasons = Counter(
+        str(report.longrepr[2]).removeprefix("Skipped: ")
+        for report in terminalreporter.stats.get("skipped", [])
+        if isinstance(report.longrepr, tuple) and len(report.longrepr) == 3
+    )
+    for reason, count in sorted(reasons.items(), key=lambda item: -item[1]):
+        terminalreporter.write_line(f"skipped {count}: {reason}")
     seed = getattr(config.option, "randomly_seed", None)
     if isinstance(seed, int) and config.pluginmanager.has_plugin("randomly"):
         line = f"tests ran in random order; repeat it with --randomly-seed={seed}; turn it off with -p no:randomly"

@@ -44,6 +44,7 @@ class RemoteMemory:
     message_time: datetime | None
     role: str | None
     metadata: dict[str, Any]
+    superseded_by: str | None = None  # an expired memory: the id of the memory that replaced it
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RemoteMemory:
@@ -63,6 +64,7 @@ class RemoteMemory:
             message_time=_time_or_none(data.get("message_time")),
             role=data.get("role"),
             metadata=dict(data.get("metadata") or {}),
+            superseded_by=data.get("superseded_by") or None,
         )
 
 

@@ -41,6 +41,7 @@ class ServerSettings(BoundedParams):
     rate_limit_per_minute: int = Field(
         default=600, ge=0, le=10_000_000, description="Requests per API key a minute; 0: no limit."
     )
+    playground: bool = Field(default=True, description="Serve the web playground at `/` (the API stays at /v1).")
     cors_origins: tuple[str, ...] = Field(default=(), description="Origins allowed by CORS; empty: CORS off. `*` allows any.")
     keep_alive_s: float = Field(
         default=65.0,

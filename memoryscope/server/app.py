@@ -4,10 +4,11 @@
     app = create_app(scope)                     # serve it with uvicorn; the app closes the scope on shutdown
 
 `create_app` mounts the REST API (`/v1/users/{user}/...`, `/v1/memories/{id}`), the
-OpenAI-compatible chat (`/v1/chat/completions`, `/v1/models`), `/healthz`, `/readyz` and
-`/metrics`; OpenAPI is at `/docs`. Requests pass two checks before any handler: a body larger
-than `server.max_body_bytes` is refused with 413 (by its Content-Length, or as it streams in),
-and every request is counted and timed per route for `/metrics`. On shutdown the scope is closed:
+OpenAI-compatible chat (`/v1/chat/completions`, `/v1/models`), `/healthz`, `/readyz`,
+`/metrics`, the MCP tools at `/mcp` and the web playground at `/`; OpenAPI is at `/docs`.
+Requests pass two checks before any handler: a body larger than `server.max_body_bytes` is
+refused with 413 (by its Content-Length, or as it streams in), and every request is counted and
+timed per route for `/metrics`. On shutdown the scope is closed:
 its schedulers stop taking work and a background operation still running gets
 `server.shutdown_timeout_s` to finish, after which it is abandoned before its atomic write; the
 store is closed once the requests in flight are done. The servers MemoryScope runs (`memoryscope
@@ -33,7 +34,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from memoryscope import __version__
 from memoryscope.app import MemoryScope
 from memoryscope.config.server_settings import ServerSettings
-from memoryscope.server import routes_chat, routes_health, routes_memory, routes_ops
+from memoryscope.server import routes_chat, routes_health, routes_memory, routes_ops, routes_playground
 from memoryscope.server.access import KeyRing
 from memoryscope.server.errors import install_error_handlers
 from memoryscope.server.limits import RateLimiter
@@ -91,6 +92,8 @@ def create_app(
     install_error_handlers(app)
     for router in (routes_health.router, routes_memory.router, routes_ops.router, routes_chat.router):
         app.include_router(router)
+    if settings.playground:
+        app.include_router(routes_playground.router)
     _mount_mcp_if_installed(app, state)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["*"], allow_headers=["*"])

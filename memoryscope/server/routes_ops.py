@@ -1,5 +1,5 @@
-"""`/v1`: run an operation by name, a user's profile, the scheduler's status for a user, and an
-export of a user's memories as JSON lines (streamed)."""
+"""`/v1`: run an operation by name, a user's profile, the scheduler's status for a user, an
+export of a user's memories as JSON lines (streamed), and the config in use (secrets hidden)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from fastapi.responses import StreamingResponse
 from memoryscope._scheduler_state import RunRecord, Scope
 from memoryscope.context import MemoryContext
 from memoryscope.memory import MemoryNode, MemoryType
+from memoryscope.server.config_view import describe_config
 from memoryscope.server.errors import ApiError
 from memoryscope.server.routes_memory import (
     Target,
@@ -27,7 +28,7 @@ from memoryscope.server.routes_memory import (
     store_of,
 )
 from memoryscope.server.schemas import OperationBody
-from memoryscope.server.state import Caller, CallerDep, ServerState, state_of
+from memoryscope.server.state import AdminDep, Caller, CallerDep, ServerState, state_of
 from memoryscope.stores.base import MemoryFilter
 from memoryscope.transfer.jsonl import FORMAT, FORMAT_VERSION
 from memoryscope.workflow import RunResult
@@ -48,6 +49,13 @@ def operations(request: Request, who: CallerDep) -> dict[str, Any]:
             for name, operation in service.operations.items()
         ],
     }
+
+
+@router.get("/config", summary="The config in use, secrets hidden (admin keys only)")
+def config(request: Request, who: AdminDep) -> dict[str, Any]:
+    """Every model, store, worker, operation and chat with its class and parameters (defaults
+    filled in); API keys, passwords and tokens show `***`, URLs lose their passwords."""
+    return describe_config(state_of(request).scope.config)
 
 
 @router.post("/users/{user}/operations/{name}", summary="Run an operation by name")

@@ -14,7 +14,8 @@ Or from a shell: `python -m memoryscope.testing.fake_openai --port 8000` (serves
 Endpoints, under `base_url` (`http://127.0.0.1:PORT/v1`):
 - `POST /chat/completions`: the reply comes from the first rule that matches (see `add_rule`),
   else `default_reply`. `stream: true` answers with server-sent events (`data: {...}` chunks,
-  then `data: [DONE]`), the usage in a last chunk when `stream_options.include_usage` is set.
+  word by word, `stream_chunk_delay_s` apart; then `data: [DONE]`), the usage in a last chunk
+  when `stream_options.include_usage` is set.
 - `POST /embeddings`: deterministic hashed bag-of-words vectors (words and character trigrams,
   CJK characters and bigrams): similar texts get similar vectors, different texts different ones.
 - `POST /rerank`: each document scored by the share of the query's words it contains, sorted,
@@ -115,12 +116,14 @@ class FakeOpenAIServer(LoopbackServer):
         embedding_dimension: int = 128,
         report_usage: bool = True,
         api_key: str | None = None,
+        stream_chunk_delay_s: float = 0.0,
     ) -> None:
         super().__init__(host, port)
         self.default_reply = default_reply
         self.embedding_dimension = embedding_dimension
         self.report_usage = report_usage  # False: replies carry no `usage`, as some servers do
         self.api_key = api_key  # when set, requests without `Bearer <api_key>` get 401
+        self.stream_chunk_delay_s = stream_chunk_delay_s  # a pause before each streamed chunk, as a model types
         self._lock = threading.Lock()
         self._rules: list[_Rule] = []
         self._faults: deque[_Fault] = deque()
@@ -326,6 +329,8 @@ class _Handler(LoopbackHandler):
                 self.send_header("Cache-Control", "no-cache")
                 self.end_headers()
                 for event in answer.events:
+                    if self.fake.stream_chunk_delay_s:
+                        self.fake._stopping.wait(self.fake.stream_chunk_delay_s)
                     self.wfile.write(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
                     self.wfile.flush()
                 if answer.done_marker:

@@ -1,0 +1,111 @@
+"""A served MemoryScope for the playground tests and the README's screenshot.
+
+The `default` config on a temp SQLite file, its LLM the fake OpenAI-compatible server, served
+by a real uvicorn on 127.0.0.1. The fake LLM answers the consolidation workers from a
+`ConsolidationScript` and the chat from `CHAT_REPLIES` (word by word when streamed). The LLM's
+key is read from `MEMORYSCOPE_LLM_API_KEY`, which the caller sets.
+
+    python tests/playground/playground_stage.py docs/playground.png   # the README's screenshot
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from memoryscope.app import MemoryScope
+from memoryscope.memory import MemoryNode, MemoryType
+from memoryscope.server.access import KeyRing
+from memoryscope.server.app import create_app
+from memoryscope.testing.consolidation_script import WORKER_MARKERS, ConsolidationScript
+from memoryscope.testing.fake_openai import FakeOpenAIServer
+from memoryscope.testing.live_server import LiveServer
+
+USER = "ann"
+SAID = (  # what the user says, the facts consolidation finds in it, the assistant's reply
+    ("I play the guitar every evening", ["ann plays the guitar"], "That sounds lovely. What do you like to play?"),
+    ("I moved to Hangzhou last spring", ["ann lives in Hangzhou"], "Hangzhou is beautiful. How do you like the lake?"),
+    ("I am learning to cook Sichuan food", ["ann is learning Sichuan cooking"], "Great! Mapo tofu is a good start."),
+)
+OLDER_FACT = "ann lives in Beijing"  # stored before the chat; "lives in Hangzhou" contradicts it
+CHAT_REPLIES = {said: reply for said, _, reply in SAID}
+
+
+class PlaygroundStage:
+    """`with PlaygroundStage(folder) as stage:` a server at `stage.url`, with `stage.fake`."""
+
+    def __init__(self, folder: Path, *, keys: KeyRing | None = None, stream_chunk_delay_s: float = 0.0) -> None:
+        self.folder = folder
+        self.keys = keys
+        self.fake = FakeOpenAIServer(stream_chunk_delay_s=stream_chunk_delay_s)
+        self.script = ConsolidationScript(user=USER)
+        for said, facts, _ in SAID:
+            self.script.say(said, score=3, facts=[(fact, fact.split()[-1]) for fact in facts])
+        self.script.verdict("ann lives in Hangzhou", "contradict", OLDER_FACT)
+        self.scope: MemoryScope | None = None
+        self.live: LiveServer | None = None
+
+    def __enter__(self) -> PlaygroundStage:
+        self.fake.start()
+        self.fake.add_rule(re.compile(""), self._reply)
+        overrides = {
+            "memory_store.path": str(self.folder / "playground.db"),
+            "model.generation_model.api_base": self.fake.base_url,
+            "model.generation_model.model_name": "fake-qwen",
+        }
+        self.scope = MemoryScope("default", overrides=overrides)
+        assert self.scope.store is not None
+        self.scope.store.upsert([MemoryNode(user_name=USER, content=OLDER_FACT, memory_type=MemoryType.OBSERVATION)])
+        self.live = LiveServer(create_app(self.scope, keys=self.keys)).start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.live is not None:
+            self.live.stop()
+        if self.scope is not None:
+            self.scope.close(timeout=5)
+        self.fake.stop()
+
+    @property
+    def url(self) -> str:
+        assert self.live is not None, "use the stage in a with block"
+        return self.live.url
+
+    def _reply(self, body: dict[str, Any]) -> str:
+        """The consolidation workers get the script's answers; the chat gets `CHAT_REPLIES`."""
+        users = [str(message.get("content", "")) for message in body.get("messages", []) if message.get("role") == "user"]
+        first = users[0] if users else ""
+        if any(first.startswith(mark) for marks in WORKER_MARKERS.values() for mark in marks):
+            return self.script.reply(body)
+        last = users[-1] if users else ""
+        return next((reply for said, reply in CHAT_REPLIES.items() if said in last), "Tell me more!")
+
+
+def take_screenshot(target: Path) -> None:
+    """The README's picture: the playground after two turns of chat and a consolidation."""
+    from playground_browser import chat, chromium_driver, run_operation, wait_for_memory  # beside this file
+
+    os.environ.setdefault("MEMORYSCOPE_LLM_API_KEY", "sk-playground-llm")
+    folder = Path(tempfile.mkdtemp(prefix="playground-"))
+    try:
+        with PlaygroundStage(folder) as stage, chromium_driver(width=1400, height=1000) as driver:
+            driver.get(f"{stage.url}/?user={USER}")
+            for said, _, reply in SAID[:2]:  # one message short of consolidating by itself
+                chat(driver, said, reply)
+            run_operation(driver, "consolidate_memory")
+            wait_for_memory(driver, "ann lives in Hangzhou")
+            driver.find_element("css selector", "#last-reply summary").click()
+            driver.execute_script("document.activeElement.blur()")
+            driver.save_screenshot(str(target))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).parent))
+    take_screenshot(Path(sys.argv[1] if len(sys.argv) > 1 else "playground.png"))
