@@ -49,7 +49,8 @@ setup(
             "uvicorn>=0.29",
             "httpx>=0.27",
             "mcp>=2.3,<3",
-            "selenium>=4.20",  # the playground's browser tests (with Debian's chromium and chromium-driver)
+            "selenium>=4.20",  # the playground's tests in Chromium (Debian's chromium and chromium-driver)
+            "marionette-driver>=3.7",  # ... and in Firefox (Debian's firefox-esr), with no geckodriver
             "pytest>=8",
             "pytest-timeout>=2.3",
             "pytest-randomly>=3.15",  # the suite runs in a random order, so an order dependence shows

@@ -88,7 +88,8 @@ class PlaygroundStage:
 
 def take_screenshot(target: Path) -> None:
     """The README's picture: the playground after two turns of chat and a consolidation."""
-    from playground_browser import chat, chromium_driver, run_operation, wait_for_memory  # beside this file
+    from playground_browser import chromium_driver  # beside this file
+    from playground_page import chat, run_operation, wait_for_memory
 
     os.environ.setdefault("MEMORYSCOPE_LLM_API_KEY", "sk-playground-llm")
     folder = Path(tempfile.mkdtemp(prefix="playground-"))

@@ -1,4 +1,5 @@
-"""The web playground in a real headless Chromium, against a real server and the fake LLM.
+"""The web playground in a real headless Chromium, against a real server and the fake LLM
+(tests/playground/test_playground_firefox.py runs the main steps in Firefox).
 
 A person's steps: type messages and watch the replies stream in, see the memories and timings
 of the last reply, watch the turns appear in the memory viewer, run consolidation and see the
@@ -18,14 +19,13 @@ import pytest
 
 pytest.importorskip("fastapi", reason="the playground tests need the server extra: pip install 'memoryscope[server]'")
 
-from playground_browser import (
+from playground_browser import chromium_driver, missing_chromium
+from playground_page import (
     all_css,
     chat,
-    chromium_driver,
     click,
     css,
     memory_texts,
-    missing_browser,
     run_operation,
     wait,
     wait_for_memory,
@@ -35,7 +35,7 @@ from playground_stage import OLDER_FACT, SAID, USER, PlaygroundStage
 
 from memoryscope.server.access import ApiKey, KeyRing
 
-MISSING = missing_browser()
+MISSING = missing_chromium()
 pytestmark = pytest.mark.skipif(bool(MISSING), reason=MISSING or "a browser is installed")
 
 GUITAR, HANGZHOU = SAID[0], SAID[1]  # two turns: four messages, one short of automatic consolidation
