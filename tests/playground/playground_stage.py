@@ -31,6 +31,8 @@ SAID = (  # what the user says, the facts consolidation finds in it, the assista
     ("I play the guitar every evening", ["ann plays the guitar"], "That sounds lovely. What do you like to play?"),
     ("I moved to Hangzhou last spring", ["ann lives in Hangzhou"], "Hangzhou is beautiful. How do you like the lake?"),
     ("I am learning to cook Sichuan food", ["ann is learning Sichuan cooking"], "Great! Mapo tofu is a good start."),
+    ("I have a cat called Mochi", ["ann has a cat called Mochi"], "Mochi is a lovely name."),
+    ("I run every morning before work", ["ann runs every morning"], "That is a good habit."),
 )
 OLDER_FACT = "ann lives in Beijing"  # stored before the chat; "lives in Hangzhou" contradicts it
 CHAT_REPLIES = {said: reply for said, _, reply in SAID}

@@ -117,6 +117,15 @@ def test_chat_streams_replies_and_consolidation_fills_the_viewer(stage: Playgrou
     assert guitar["id"] not in left and hangzhou["id"] in left
 
 
+def test_what_background_consolidation_learns_appears_by_itself(stage: PlaygroundStage, driver: Any) -> None:
+    driver.get(f"{stage.url}/?user={USER}")
+    for said, _, reply in SAID:  # the fifth message of the user's: consolidation runs by itself (trigger_messages: 5)
+        chat(driver, said, reply)
+    learnt = wait_for_memory(driver, "ann runs every morning")  # no button pressed, no reload
+    assert learnt["status"] == "valid"
+    assert css(driver, "#operation-status").text == ""
+
+
 def test_everything_works_from_the_keyboard(stage: PlaygroundStage, driver: Any) -> None:
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.keys import Keys
