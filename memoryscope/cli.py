@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 from memoryscope import __version__
+from memoryscope.cli_agent import add_agent_commands
 from memoryscope.cli_history import add_history_commands
 from memoryscope.cli_mcp import add_mcp_commands
 from memoryscope.cli_memory import add_memory_commands
@@ -99,6 +100,7 @@ def _parser() -> argparse.ArgumentParser:
     add_workers_commands(commands)
     add_serve_commands(commands)
     add_mcp_commands(commands)
+    add_agent_commands(commands)
     return parser
 
 

@@ -11,27 +11,34 @@ from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
 __all__ = ["memory_listing"]
 
 _EXPIRED = "expired"
-# Groups in the order they are shown: what was concluded first, raw conversation and expired last.
+# Groups in the order they are shown: an agent's core memory, then what was concluded, raw
+# conversation, an agent's saved state and expired memories last.
 _GROUPS = (
+    MemoryType.CORE_MEMORY.value,
     MemoryType.INSIGHT.value,
     MemoryType.OBS_CUSTOMIZED.value,
     MemoryType.OBSERVATION.value,
     MemoryType.CONVERSATION.value,
+    MemoryType.AGENT_STATE.value,
     _EXPIRED,
 )
 _HEADERS = {
     "en": {
+        MemoryType.CORE_MEMORY.value: "core memory",
         MemoryType.INSIGHT.value: "insight memory",
         MemoryType.OBS_CUSTOMIZED.value: "added memory",
         MemoryType.OBSERVATION.value: "observation memory",
         MemoryType.CONVERSATION.value: "conversation memory",
+        MemoryType.AGENT_STATE.value: "agent state",
         _EXPIRED: "expired memory",
     },
     "zh": {
+        MemoryType.CORE_MEMORY.value: "核心记忆",
         MemoryType.INSIGHT.value: "洞察记忆",
         MemoryType.OBS_CUSTOMIZED.value: "自定义记忆",
         MemoryType.OBSERVATION.value: "观察记忆",
         MemoryType.CONVERSATION.value: "对话记忆",
+        MemoryType.AGENT_STATE.value: "智能体状态",
         _EXPIRED: "过期记忆",
     },
 }

@@ -30,6 +30,11 @@ class MemoryType(str, Enum):
     OBSERVATION = "observation"
     OBS_CUSTOMIZED = "obs_customized"
     INSIGHT = "insight"
+    # A MemGPT-style agent's own records (`memoryscope.agent`). Retrieval, consolidation and
+    # reflection name the types they read, so they never see these. New members go last: the
+    # SQLite matrix cache numbers the types in this order.
+    CORE_MEMORY = "core_memory"  # one per core memory block: `key` its name, `content` its text
+    AGENT_STATE = "agent_state"  # `key` "state" (the live state) or "checkpoint:NAME"; JSON in `meta`
 
 
 class MemoryStatus(str, Enum):

@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 
 __all__ = ["MemoryApi", "MemoryRecord", "MemoryNotFoundError"]
 _PAGE = 500
+# What `get_all` lists when no types are asked for: every memory but an agent's saved state (its
+# message queue and counters: a working copy, not something known about the user).
+_LISTED_BY_DEFAULT = tuple(member for member in MemoryType if member is not MemoryType.AGENT_STATE)
 MessagesIn = str | Message | Mapping[str, Any] | Sequence[str | Message | Mapping[str, Any]]
 
 
@@ -161,7 +164,8 @@ class MemoryApi:
         return self._store().delete([memory_id], change=ChangeSource("delete_memory")) > 0
 
     def delete_all(self, user_id: str | None = None, *, target_name: str = "", workspace: str = "") -> int:
-        """Delete every memory of `user_id` (in that target and workspace); returns how many."""
+        """Delete every memory of `user_id` (in that target and workspace), an agent's core memory
+        and saved state included; returns how many."""
         scope = MemoryFilter(user_name=self._user(user_id), target_name=target_name, workspace=workspace)
         return self._store().delete_by_filter(scope, change=ChangeSource("delete_all"))
 
@@ -183,7 +187,8 @@ class MemoryApi:
         """The `top_k` memories of `user_id` that best answer `query`, best first, with scores.
 
         `filters` on metadata (`{"source": "crm", "rating": {"gte": 3}}`), `types` of memory
-        (`observation`, `insight`, `conversation`, `obs_customized`), `time_range` a
+        (`observation`, `insight`, `conversation`, `obs_customized`; an agent's `core_memory` and
+        `agent_state` are never retrieved, `get_all` lists them), `time_range` a
         `TimeRange` or `(start, end)` on when each memory was said (`message_time`; either end
         may be None). `query_time` is when the question is asked ("last week" is relative to it)."""
         if not query or not query.strip():
@@ -224,14 +229,15 @@ class MemoryApi:
     ) -> list[MemoryRecord]:
         """`user_id`'s memories, newest first: all of them, or the first `limit`; only those whose
         metadata passes `filters` and of `types`, when given. Expired memories (replaced by newer
-        ones) only with `include_expired`."""
+        ones) only with `include_expired`. Without `types`, an agent's core memory blocks are
+        listed and its saved state (`agent_state`) is not: ask for that type to see it."""
         if limit is not None and limit < 0:
             raise MemoryScopeError(f"get_all: limit must be 0 or more, got {limit}")
         scope = MemoryFilter(
             user_name=self._user(user_id),
             target_name=target_name,
             workspace=workspace,
-            memory_types=_memory_types(types),
+            memory_types=_LISTED_BY_DEFAULT if types is None else _memory_types(types),
             status=None if include_expired else MemoryStatus.VALID,
             metadata=metadata_conditions(filters),
         )

@@ -100,6 +100,7 @@ class _Checker:
                 self.problems.extend(references.problems(spec.where, spec.params))
         broken_services = frozenset(section["memory_service"]) - frozenset(services)
         self.chat_references(chats, services, broken_services)
+        self.chat_models_call_functions(chats, models)
         server = self.server(section["server"], services, chats)
         all_warnings = (*warnings, *self.warnings)
         return Config(source, settings, models, store, workers, services, chats, notices, all_warnings, server)
@@ -249,6 +250,28 @@ class _Checker:
                 close = closest(str(service), services)
                 hint = f" Did you mean {close!r}?" if close else ""
                 self.problem(f"{spec.where}.memory_service", f"no service {shorten(service)} under `memory_service:`.{hint}")
+
+
+    def chat_models_call_functions(self, chats: Mapping[str, ComponentSpec], models: Mapping[str, Any]) -> None:
+        """A chat that works by function calls (`needs_function_calling`, e.g. agent_memory_chat)
+        must name a generation model that makes them."""
+        for spec in chats.values():
+            key = getattr(spec.params, "generation_model", None)
+            model = models.get(key) if getattr(spec.cls, "needs_function_calling", False) and key else None
+            if model is None:
+                continue  # no such model: reported where the reference is checked
+            declared = getattr(model.params, "function_calling", None)  # None: a backend without function calling
+            if declared is not True:
+                why = "has function_calling: false" if declared is False else f"({_class_label(model.cls)}) cannot call functions"
+                self.problem(
+                    f"{spec.where}.generation_model",
+                    f"{spec.cls.__name__} manages memory by function calls (OpenAI tools), but model.{key} {why}; "
+                    "name a model that supports tools (and set its function_calling: true)",
+                )
+
+
+def _class_label(cls: Any) -> str:
+    return str(getattr(cls, "backend", "") or getattr(cls, "__name__", cls))
 
 
 def _short_path(where: str) -> str:

@@ -2,6 +2,10 @@
 
 Concrete backends (`openai_like`, `bge_embedding`, `local_embedding`, `bge_rank`, `fusion_rank`,
 ...) subclass these and register under their `module_name` in the backend registries below.
+
+Function calling (OpenAI "tools") is optional for a generation model: `supports_tools` says
+whether `chat_with_tools` works; a model without it raises a `ModelError` saying so. Its messages
+and tool schemas are OpenAI wire-format dicts, its answer a `ToolReply`.
 """
 
 from __future__ import annotations
@@ -9,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -18,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from memoryscope.errors import ModelError
 from memoryscope.registry import Registry
 
 if TYPE_CHECKING:
@@ -27,6 +32,8 @@ __all__ = [
     "Usage",
     "ModelParams",
     "ChatMessage",
+    "ToolCall",
+    "ToolReply",
     "GenerationModel",
     "PresetGenerationModel",
     "EmbeddingModel",
@@ -90,6 +97,23 @@ class ChatMessage:
     content: str
 
 
+@dataclass(frozen=True)
+class ToolCall:
+    """One function call the model asked for."""
+
+    id: str  # as the model sent it; "call_<n>" when it sent none. Tool results answer it by this id
+    name: str  # the function's name
+    arguments: str  # the JSON text of the arguments as the model sent it; may be malformed, the caller parses
+
+
+@dataclass(frozen=True)
+class ToolReply:
+    """A model's answer to `chat_with_tools`: its text and the functions it called, in order."""
+
+    content: str  # "" when the model said nothing besides its calls
+    tool_calls: tuple[ToolCall, ...] = ()  # () when it called no function
+
+
 class _Model(ABC):  # noqa: B024  # shared state only; the roles below declare the abstract methods
     """Shared by every model: a backend name, a model name, an endpoint and usage counters."""
 
@@ -120,6 +144,39 @@ class GenerationModel(_Model):
     @abstractmethod
     def astream_chat(self, messages: Sequence[ChatMessage], **options: Any) -> AsyncIterator[str]: ...
 
+    # -- function calling (optional) ---------------------------------------------------------
+
+    @property
+    def supports_tools(self) -> bool:
+        """True when `chat_with_tools` works with this model."""
+        return False
+
+    def chat_with_tools(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], **options: Any
+    ) -> ToolReply:
+        """One chat completion offering `tools` to the model.
+
+        `messages` are OpenAI wire-format dicts: `{"role": "system" | "user" | "assistant" | "tool",
+        "content": str | None}`, an assistant message may carry `"tool_calls": [{"id", "type":
+        "function", "function": {"name", "arguments"}}]`, a tool message carries the `"tool_call_id"`
+        it answers. `tools` are OpenAI tool schemas (`{"type": "function", "function": {"name",
+        "description", "parameters"}}`), sent as given. Raises `ModelError` when the model does not
+        support function calling (see `supports_tools`)."""
+        raise self._tools_unsupported()
+
+    async def achat_with_tools(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], **options: Any
+    ) -> ToolReply:
+        """Async `chat_with_tools`."""
+        raise self._tools_unsupported()
+
+    def _tools_unsupported(self) -> ModelError:
+        """The error of a function-calling request to a model that does not support it."""
+        return ModelError(
+            self.backend, self.model_name, self.endpoint,
+            "this backend does not support function calling (tools); use an OpenAI-compatible backend such as `openai_like`",
+        )  # fmt: skip
+
 
 class PresetGenerationModel(GenerationModel):
     """A generation model with call options set in advance (a worker's `generation_model_kwargs`,
@@ -143,6 +200,20 @@ class PresetGenerationModel(GenerationModel):
 
     def astream_chat(self, messages: Sequence[ChatMessage], **options: Any) -> AsyncIterator[str]:
         return self.model.astream_chat(messages, **{**self.options, **options})
+
+    @property
+    def supports_tools(self) -> bool:
+        return self.model.supports_tools
+
+    def chat_with_tools(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], **options: Any
+    ) -> ToolReply:
+        return self.model.chat_with_tools(messages, tools, **{**self.options, **options})
+
+    async def achat_with_tools(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], **options: Any
+    ) -> ToolReply:
+        return await self.model.achat_with_tools(messages, tools, **{**self.options, **options})
 
 
 class EmbeddingModel(_Model):

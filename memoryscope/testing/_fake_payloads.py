@@ -1,15 +1,17 @@
 """What the fake OpenAI-compatible server answers: deterministic vectors, overlap scores, reply bodies.
 
 Pure functions of the request JSON; the server (`fake_openai.py`) adds rules, faults and records.
+A chat reply is a text, or a `FakeToolCalls` (functions the fake model calls, OpenAI "tools").
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +19,7 @@ import numpy as np
 
 from memoryscope.models.token_count import count_tokens
 
-__all__ = ["Answer", "words", "embedding_vector", "overlap_score", "message_text", "error_body",
+__all__ = ["Answer", "FakeToolCalls", "words", "embedding_vector", "overlap_score", "message_text", "error_body",
            "chat_answer", "embeddings_answer", "rerank_answer", "dashscope_rerank_answer", "models_answer"]  # fmt: skip
 
 _WORD = re.compile(r"[0-9a-z]+|[\u3400-\u9fff\uf900-\ufaff]", re.IGNORECASE)
@@ -33,8 +35,40 @@ class Answer:
     events: Iterator[dict[str, Any]] | None = None  # server-sent events instead of one body
     done_marker: bool = True  # end the events with `data: [DONE]`
     reply: str | None = None
+    tool_calls: tuple[dict[str, Any], ...] = ()  # the reply's calls as sent, when it called functions
     prompt_tokens: int = 0
     completion_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class FakeToolCalls:
+    """A chat reply that calls functions, in order: `FakeToolCalls((("send_message", {"message": "hi"}),))`.
+
+    Each call is `(name, arguments)`: a mapping, sent JSON-encoded, or a string, sent as it is (so a
+    test can send malformed JSON). `content` is the text sent beside the calls (null on the wire
+    when empty). The server gives the calls ids `call_<n>`, counted over its lifetime."""
+
+    calls: Sequence[tuple[str, Mapping[str, Any] | str]]
+    content: str = ""
+
+    def __post_init__(self) -> None:
+        calls = tuple(tuple(call) for call in self.calls)  # lists are welcome; kept as tuples
+        if not calls:
+            raise ValueError("FakeToolCalls needs at least one call; a reply that calls nothing is a str")
+        for position, call in enumerate(calls):
+            if len(call) != 2 or not isinstance(call[0], str) or not call[0] or not isinstance(call[1], Mapping | str):
+                raise ValueError(f"calls[{position}] must be (name, arguments as a mapping or a str), got {call!r}")
+        if not isinstance(self.content, str):
+            raise ValueError(f"content must be a str, got {type(self.content).__name__}")
+        object.__setattr__(self, "calls", calls)
+
+    def wire(self, ids: Sequence[str]) -> list[dict[str, Any]]:
+        """The calls as OpenAI sends them in `message.tool_calls`, with these ids."""
+        wire = []
+        for call_id, (name, arguments) in zip(ids, self.calls, strict=True):
+            text = arguments if isinstance(arguments, str) else json.dumps(dict(arguments), ensure_ascii=False)
+            wire.append({"id": call_id, "type": "function", "function": {"name": name, "arguments": text}})
+        return wire
 
 
 def words(text: str) -> list[str]:
@@ -84,36 +118,59 @@ def error_body(status: int, message: str) -> dict[str, Any]:
     return {"error": {"message": message, "type": "fake_error", "code": status}}
 
 
-def chat_answer(body: dict[str, Any], reply: str, report_usage: bool) -> Answer:
-    """A chat completion for `reply`, as one JSON body or, with `stream: true`, as SSE chunks."""
+def chat_answer(body: dict[str, Any], reply: str | FakeToolCalls, report_usage: bool, call_ids: Sequence[str] = ()) -> Answer:
+    """A chat completion for `reply`, as one JSON body or, with `stream: true`, as SSE chunks.
+    A `FakeToolCalls` reply needs one id per call in `call_ids`."""
+    text = reply.content if isinstance(reply, FakeToolCalls) else reply
+    calls = reply.wire(call_ids) if isinstance(reply, FakeToolCalls) else []
     prompt_tokens = sum(count_tokens(message_text(m)) for m in body["messages"] if isinstance(m, dict))
-    completion_tokens = count_tokens(reply)
+    completion_tokens = count_tokens(text) + sum(count_tokens(_call_text(call)) for call in calls)
     usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
              "total_tokens": prompt_tokens + completion_tokens}  # fmt: skip
     head = {"id": f"chatcmpl-fake-{time.monotonic_ns()}", "created": int(time.time()), "model": body["model"]}
-    answer = Answer(200, reply=reply, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+    answer = Answer(200, reply=text, tool_calls=tuple(calls), prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
     if body.get("stream"):
         include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
-        answer.events = _chunks(head, reply, usage if include_usage and report_usage else None)
+        answer.events = _chunks(head, text, calls, usage if include_usage and report_usage else None)
         return answer
-    choice = {"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop", "logprobs": None}
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if calls:  # as OpenAI answers a call: content null unless the model also said something
+        message.update(content=text or None, tool_calls=calls)
+    choice = {"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop", "logprobs": None}
     answer.payload = {**head, "object": "chat.completion", "choices": [choice]}
     if report_usage:
         answer.payload["usage"] = usage
     return answer
 
 
-def _chunks(head: dict[str, Any], reply: str, usage: dict[str, int] | None) -> Iterator[dict[str, Any]]:
+def _call_text(call: dict[str, Any]) -> str:
+    return f"{call['function']['name']} {call['function']['arguments']}"
+
+
+def _chunks(
+    head: dict[str, Any], text: str, calls: list[dict[str, Any]], usage: dict[str, int] | None
+) -> Iterator[dict[str, Any]]:
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
         return {**head, "object": "chat.completion.chunk", "choices": [choice]}
 
-    yield chunk({"role": "assistant", "content": ""})
-    for piece in re.findall(r"\s*\S+", reply) or [reply]:  # word by word, spaces kept
-        yield chunk({"content": piece})
-    yield chunk({}, "stop")
+    yield chunk({"role": "assistant", "content": None if calls and not text else ""})
+    if text or not calls:
+        for piece in re.findall(r"\s*\S+", text) or [text]:  # word by word, spaces kept
+            yield chunk({"content": piece})
+    for index, call in enumerate(calls):  # as OpenAI streams calls: id and name first, then the arguments in pieces
+        function = call["function"]
+        opening = {"index": index, "id": call["id"], "type": "function", "function": {"name": function["name"], "arguments": ""}}
+        yield chunk({"tool_calls": [opening]})
+        arguments = function["arguments"]
+        for start in range(0, len(arguments), _ARGUMENT_PIECE):
+            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments[start : start + _ARGUMENT_PIECE]}}]})
+    yield chunk({}, "tool_calls" if calls else "stop")
     if usage is not None:  # as OpenAI does: one last chunk with no choices and the usage
         yield {**head, "object": "chat.completion.chunk", "choices": [], "usage": usage}
+
+
+_ARGUMENT_PIECE = 12  # characters of a call's arguments per streamed chunk
 
 
 def embeddings_answer(body: dict[str, Any], dimension: int, report_usage: bool) -> Answer:

@@ -12,10 +12,21 @@ request and response code of every backend::
 Or from a shell: `python -m memoryscope.testing.fake_openai --port 8000` (serves until Ctrl-C).
 
 Endpoints, under `base_url` (`http://127.0.0.1:PORT/v1`):
-- `POST /chat/completions`: the reply comes from the first rule that matches (see `add_rule`),
-  else `default_reply`. `stream: true` answers with server-sent events (`data: {...}` chunks,
-  word by word, `stream_chunk_delay_s` apart; then `data: [DONE]`), the usage in a last chunk
-  when `stream_options.include_usage` is set.
+- `POST /chat/completions`: the reply is the next one queued (see `queue_replies`), else comes
+  from the first rule that matches (see `add_rule`), else is `default_reply`. `stream: true`
+  answers with server-sent events (`data: {...}` chunks, word by word, `stream_chunk_delay_s`
+  apart; then `data: [DONE]`), the usage in a last chunk when `stream_options.include_usage` is set.
+  A reply is a text, or a `FakeToolCalls` for function calling (OpenAI "tools")::
+
+      server.queue_replies(
+          FakeToolCalls([("archival_memory_search", {"query": "guitar"})]),  # step 1 calls a function
+          FakeToolCalls([("send_message", {"message": "You play the guitar."})], content="Found it."),
+      )
+
+  answered as OpenAI does: `message.tool_calls` (ids `call_<n>`, counted over the server's life,
+  arguments JSON-encoded, or sent as given when a string) and `finish_reason: "tool_calls"`;
+  streamed, a chunk per call with its id and name, then its arguments in pieces. The `tools`
+  the client offered are in the recorded request's `body["tools"]`.
 - `POST /embeddings`: deterministic hashed bag-of-words vectors (words and character trigrams,
   CJK characters and bigrams): similar texts get similar vectors, different texts different ones.
 - `POST /rerank`: each document scored by the share of the query's words it contains, sorted,
@@ -42,6 +53,7 @@ from typing import Any, Literal, TypeVar
 from memoryscope.models.token_count import offline_encoding
 from memoryscope.testing._fake_payloads import (
     Answer,
+    FakeToolCalls,
     chat_answer,
     dashscope_rerank_answer,
     embedding_vector,
@@ -54,9 +66,9 @@ from memoryscope.testing._fake_payloads import (
 )
 from memoryscope.testing._loopback import LoopbackHandler, LoopbackServer, serve_until_interrupted
 
-__all__ = ["FakeOpenAIServer", "RecordedRequest", "DASHSCOPE_RERANK_PATH", "embedding_vector", "overlap_score"]
+__all__ = ["FakeOpenAIServer", "FakeToolCalls", "RecordedRequest", "DASHSCOPE_RERANK_PATH", "embedding_vector", "overlap_score"]
 
-Reply = str | Callable[[dict[str, Any]], str]
+Reply = str | FakeToolCalls | Callable[[dict[str, Any]], str | FakeToolCalls]
 JsonHandler = Callable[[dict[str, Any]], dict[str, Any]]
 DASHSCOPE_RERANK_PATH = "/api/v1/services/rerank/text-rerank/text-rerank"
 
@@ -71,7 +83,8 @@ class RecordedRequest:
     headers: dict[str, str]  # without Authorization
     api_key_suffix: str | None  # last 4 characters of the bearer token; None when no Authorization header
     status: int
-    reply: str | None = None  # the chat reply text, when there was one
+    reply: str | None = None  # the chat reply text, when there was one ("" for calls without text)
+    tool_calls: tuple[dict[str, Any], ...] = ()  # the functions the reply called, as sent (with their ids)
     prompt_tokens: int = 0  # cl100k_base tokens of the prompt / inputs / query and documents
     completion_tokens: int = 0
 
@@ -126,6 +139,8 @@ class FakeOpenAIServer(LoopbackServer):
         self.stream_chunk_delay_s = stream_chunk_delay_s  # a pause before each streamed chunk, as a model types
         self._lock = threading.Lock()
         self._rules: list[_Rule] = []
+        self._queued: deque[Reply] = deque()
+        self._call_numbers = itertools.count(1)
         self._faults: deque[_Fault] = deque()
         self._overrides: dict[str, JsonHandler] = {}
         self._requests: list[RecordedRequest] = []
@@ -153,8 +168,8 @@ class FakeOpenAIServer(LoopbackServer):
     ) -> None:
         """Answer chats whose last user message (or, with target="prompt", all messages joined by
         newlines) contains `pattern` (a substring, or a compiled regex searched for) with `reply`:
-        a string, or a callable given the request JSON. The first matching rule wins; adding a
-        rule with an existing pattern replaces that rule in place."""
+        a string, a `FakeToolCalls`, or a callable given the request JSON that returns either. The
+        first matching rule wins; adding a rule with an existing pattern replaces that rule in place."""
         rule = _Rule(pattern, reply, target)
         with self._lock:
             for position, existing in enumerate(self._rules):
@@ -162,6 +177,23 @@ class FakeOpenAIServer(LoopbackServer):
                     self._rules[position] = rule
                     return
             self._rules.append(rule)
+
+    def queue_replies(self, *replies: Reply) -> None:
+        """Answer the next chat requests with these replies, one each, in order, before any rule:
+        a script of steps (an agent's tool calls, then its answer). Every chat request takes one,
+        whatever it asks; a request that fails by an injected fault takes none."""
+        with self._lock:
+            self._queued.extend(replies)
+
+    @property
+    def queued_reply_count(self) -> int:
+        """How many queued replies are still to be answered."""
+        with self._lock:
+            return len(self._queued)
+
+    def clear_queued_replies(self) -> None:
+        with self._lock:
+            self._queued.clear()
 
     def remove_rule(self, pattern: str | re.Pattern[str]) -> None:
         with self._lock:
@@ -251,17 +283,24 @@ class FakeOpenAIServer(LoopbackServer):
     def _chat(self, body: dict[str, Any]) -> Answer:
         if not isinstance(body.get("messages"), list) or "model" not in body:
             return Answer(400, error_body(400, "expected `model` and a `messages` list"))
-        return chat_answer(body, self._reply_for(body), self.report_usage)
+        reply = self._reply_for(body)
+        if not isinstance(reply, str | FakeToolCalls):
+            got = type(reply).__name__
+            return Answer(500, error_body(500, f"the fake's reply callable returned {got}, not a str or FakeToolCalls"))
+        with self._lock:
+            call_ids = [f"call_{next(self._call_numbers)}" for _ in reply.calls] if isinstance(reply, FakeToolCalls) else []
+        return chat_answer(body, reply, self.report_usage, call_ids)
 
-    def _reply_for(self, body: dict[str, Any]) -> str:
+    def _reply_for(self, body: dict[str, Any]) -> str | FakeToolCalls:
         messages = [message for message in body.get("messages", []) if isinstance(message, dict)]
         users = [message_text(message) for message in messages if message.get("role") == "user"]
         last_user = users[-1] if users else ""
         prompt = "\n".join(message_text(message) for message in messages)
         with self._lock:
+            queued = self._queued.popleft() if self._queued else None
             rules = list(self._rules)
             default = self.default_reply
-        reply = next((rule.reply for rule in rules if rule.matches(last_user, prompt)), default)
+        reply = queued if queued is not None else next((rule.reply for rule in rules if rule.matches(last_user, prompt)), default)
         return reply(body) if callable(reply) else reply
 
 
@@ -317,7 +356,7 @@ class _Handler(LoopbackHandler):
         return RecordedRequest(
             method=method, path=path, body=body, headers=headers,
             api_key_suffix=authorization.split()[-1][-4:] if authorization else None,
-            status=answer.status, reply=answer.reply,
+            status=answer.status, reply=answer.reply, tool_calls=answer.tool_calls,
             prompt_tokens=answer.prompt_tokens, completion_tokens=answer.completion_tokens,
         )  # fmt: skip
 

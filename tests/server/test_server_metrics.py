@@ -168,6 +168,10 @@ def test_memories_are_counted_by_type_and_status_over_all_users(scope: MemorySco
         "obs_customized/expired": 1,
         "insight/valid": 0,
         "insight/expired": 0,
+        "core_memory/valid": 0,
+        "core_memory/expired": 0,
+        "agent_state/valid": 0,
+        "agent_state/expired": 0,
     }
     assert parsed.value("memoryscope_users") == 2
     assert parsed.value("memoryscope_pending_messages", service=SERVICE) == 1  # the reply waits with it, uncounted

@@ -2,6 +2,12 @@
 
 Subclasses only build the LlamaIndex LLM. This class:
 - converts `ChatMessage`s to LlamaIndex's;
+- calls functions (OpenAI "tools") when the subclass says its LLM can (`supports_tools`): the
+  OpenAI wire-format messages become LlamaIndex messages (an assistant's `tool_calls` and a tool
+  message's `tool_call_id` in `additional_kwargs`, which LlamaIndex's OpenAI LLM writes back to
+  the wire as they were), the tool schemas go as the `tools` option of the request as given, and
+  the calls come back from the response's `additional_kwargs["tool_calls"]`. LlamaIndex's own
+  `chat_with_tools` is not used: it takes LlamaIndex tool objects, not schemas;
 - counts usage: one call per chat, the prompt and completion tokens the server reports (in the
   response, or in the last stream chunk), else an estimate with the offline cl100k_base table;
 - retries through `memoryscope.models.http.RemoteCaller` (429/5xx/connection errors/timeouts,
@@ -15,13 +21,15 @@ Subclasses only build the LlamaIndex LLM. This class:
 
 from __future__ import annotations
 
+import itertools
+import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
-from memoryscope.errors import ModelError
-from memoryscope.models.base import ChatMessage, GenerationModel
+from memoryscope.errors import ModelError, shorten
+from memoryscope.models.base import ChatMessage, GenerationModel, ToolCall, ToolReply
 from memoryscope.models.http import (
     AttemptFailed,
     RemoteCaller,
@@ -36,6 +44,7 @@ from memoryscope.models.token_count import count_tokens
 __all__ = ["LlamaIndexGeneration", "attempt_failure"]
 
 _ROLES = ("system", "user", "assistant")
+_TOOL_ROLES = (*_ROLES, "tool")  # a tool message answers a call: only in function-calling chats
 
 
 def attempt_failure(error: Exception, timeout_s: float) -> AttemptFailed:
@@ -85,6 +94,7 @@ class LlamaIndexGeneration(GenerationModel):
         self._call_options = dict(call_options or {})
         self._stream_options = dict(stream_options or {})  # sent with streaming calls only
         self._caller = RemoteCaller(backend=self.backend, model=model_name, endpoint=endpoint, policy=policy, api_key=api_key)
+        self._call_numbers = itertools.count(1)  # names the tool calls a server sent without an id
 
     def _open_async_llm(self) -> AbstractAsyncContextManager[Any]:
         """The LLM for one async call. Backends whose async client is bound to an event loop
@@ -167,6 +177,50 @@ class LlamaIndexGeneration(GenerationModel):
         finally:
             tally.record(self.usage, messages, time.perf_counter() - started)
 
+    # -- function calling ------------------------------------------------------------------
+
+    def chat_with_tools(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], **options: Any
+    ) -> ToolReply:
+        prompt, kwargs = self._tool_request(messages, tools, options)
+        with self.usage.measure() as tokens:
+            response, reply = self._caller.call(
+                lambda: self._attempt(lambda: self._tool_answer(self._llm.chat(prompt, **kwargs)))
+            )
+            _count_tool_reply(tokens, response, messages, tools, reply)
+        return reply
+
+    async def achat_with_tools(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], **options: Any
+    ) -> ToolReply:
+        prompt, kwargs = self._tool_request(messages, tools, options)
+        with self.usage.measure() as tokens:
+            async with self._open_async_llm() as llm:
+
+                async def answer() -> tuple[Any, ToolReply]:
+                    return self._tool_answer(await llm.achat(prompt, **kwargs))
+
+                response, reply = await self._caller.acall(lambda: self._aattempt(answer))
+            _count_tool_reply(tokens, response, messages, tools, reply)
+        return reply
+
+    def _tool_request(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], options: Mapping[str, Any]
+    ) -> tuple[list[Any], dict[str, Any]]:
+        if not self.supports_tools:
+            raise self._tools_unsupported()
+        kwargs = {**self._call_options, **options}
+        if tools:  # OpenAI refuses an empty `tools` list; without tools it is a plain chat
+            kwargs["tools"] = [dict(tool) for tool in tools]
+        return _wire_to_llama_index(messages), kwargs
+
+    def _tool_answer(self, response: Any) -> tuple[Any, ToolReply]:
+        """The response and the reply in it. Called inside the attempt: a call that does not parse
+        is a malformed response (a ModelError), not an exception of ours."""
+        raw_calls = response.message.additional_kwargs.get("tool_calls") or ()
+        calls = tuple(_tool_call_of(raw, self._call_numbers) for raw in raw_calls)
+        return response, ToolReply(_text_of(response), calls)
+
     # -- helpers ---------------------------------------------------------------------------
 
     def _attempt(self, call: Callable[[], Any]) -> Any:
@@ -242,6 +296,64 @@ def _to_llama_index(messages: Sequence[ChatMessage]) -> list[Any]:
     return converted
 
 
+def _wire_to_llama_index(messages: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """OpenAI wire-format messages as LlamaIndex's, the tool-call fields in `additional_kwargs`."""
+    from llama_index.core.llms import ChatMessage as LlamaChatMessage  # imported here: heavy
+
+    converted = []
+    for position, message in enumerate(messages):
+        where = f"messages[{position}]"
+        if not isinstance(message, Mapping):
+            raise ValueError(f"{where} must be a mapping (an OpenAI-style message), got {type(message).__name__}")
+        role, content = message.get("role"), message.get("content")
+        if role not in _TOOL_ROLES:
+            raise ValueError(f"{where}.role must be one of {', '.join(_TOOL_ROLES)}, got {role!r}")
+        if content is not None and not isinstance(content, str):
+            raise ValueError(f"{where}.content must be a string or None, got {type(content).__name__}")
+        extra: dict[str, Any] = {}
+        if role == "assistant" and message.get("tool_calls"):
+            calls = message["tool_calls"]
+            if not isinstance(calls, Sequence) or isinstance(calls, str):
+                raise ValueError(f"{where}.tool_calls must be a list, got {type(calls).__name__}")
+            extra["tool_calls"] = [_wire_tool_call(call, f"{where}.tool_calls[{n}]") for n, call in enumerate(calls)]
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise ValueError(f"{where}: a tool message needs the `tool_call_id` of the call it answers")
+            extra["tool_call_id"] = call_id
+        converted.append(LlamaChatMessage(role=role, content=content, additional_kwargs=extra))
+    return converted
+
+
+def _wire_tool_call(call: Any, where: str) -> dict[str, Any]:
+    """A call of an assistant message as plain JSON-ready dicts (the client serialises them as given)."""
+    function = call.get("function") if isinstance(call, Mapping) else None
+    name = function.get("name") if isinstance(function, Mapping) else None
+    if not isinstance(name, str) or not name:
+        raise ValueError(
+            f'{where} must be {{"id", "type": "function", "function": {{"name", "arguments"}}}}, got {shorten(call)}'
+        )
+    arguments = function.get("arguments") if isinstance(function, Mapping) else None
+    if not isinstance(arguments, str):
+        arguments = "" if arguments is None else json.dumps(arguments, ensure_ascii=False)
+    return {"id": str(call.get("id") or ""), "type": "function", "function": {"name": name, "arguments": arguments}}
+
+
+def _tool_call_of(raw: Any, numbers: Iterator[int]) -> ToolCall:
+    """A tool call of a response: an OpenAI SDK object (LlamaIndex passes them on) or a dict."""
+    if isinstance(raw, Mapping):
+        call_id, function = raw.get("id"), raw.get("function")
+        name, arguments = (function.get("name"), function.get("arguments")) if isinstance(function, Mapping) else (None, None)
+    else:
+        call_id, function = getattr(raw, "id", None), getattr(raw, "function", None)
+        name, arguments = getattr(function, "name", None), getattr(function, "arguments", None)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"a tool call without a function name: {snippet(repr(raw))}")
+    if not isinstance(arguments, str):  # the text is the caller's to parse; only an absent one is made up
+        arguments = "" if arguments is None else json.dumps(arguments, ensure_ascii=False)
+    return ToolCall(call_id if isinstance(call_id, str) and call_id else f"call_{next(numbers)}", name, arguments)
+
+
 def _text_of(response: Any) -> str:
     content = response.message.content
     return content if isinstance(content, str) else ""
@@ -264,6 +376,26 @@ def _usage_or_estimate(reported: Mapping[str, int], messages: Sequence[ChatMessa
 
 def _count(tokens: dict[str, int], response: Any, messages: Sequence[ChatMessage], text: str) -> None:
     tokens["prompt"], tokens["completion"] = _usage_or_estimate(_reported_usage(response), messages, text)
+
+
+def _count_tool_reply(
+    tokens: dict[str, int],
+    response: Any,
+    messages: Sequence[Mapping[str, Any]],
+    tools: Sequence[Mapping[str, Any]],
+    reply: ToolReply,
+) -> None:
+    """As `_count`; an estimate counts the calls' text and the tool schemas too (the model reads them)."""
+    texts = [_message_text(message) for message in messages] + [json.dumps(list(tools), ensure_ascii=False)] * bool(tools)
+    completion = "\n".join([reply.content, *(f"{call.name} {call.arguments}" for call in reply.tool_calls)])
+    _count(tokens, response, [ChatMessage("", text) for text in texts], completion)
+
+
+def _message_text(message: Mapping[str, Any]) -> str:
+    calls = message.get("tool_calls") or ()
+    parts = [str(message.get("content") or "")]
+    parts += [json.dumps(call, ensure_ascii=False, default=str) for call in calls if isinstance(call, Mapping)]
+    return "\n".join(parts)
 
 
 @asynccontextmanager

@@ -4,6 +4,7 @@ By default through DashScope's OpenAI-compatible mode
 (`https://dashscope.aliyuncs.com/compatible-mode/v1`): no extra package, and the same request
 code, retries and streaming as `openai_like`. With `native_sdk: true` it uses LlamaIndex's
 DashScope LLM over the DashScope SDK instead, which needs `pip install "memoryscope[dashscope]"`.
+Function calling (`chat_with_tools`) works in the compatible mode only.
 """
 
 from __future__ import annotations
@@ -66,6 +67,16 @@ class DashScopeGeneration(OpenAILikeGeneration):
             call_options=dict(params.extra_body),
             api_key=key,
         )
+
+    @property
+    def supports_tools(self) -> bool:
+        return not self._native and super().supports_tools
+
+    def _tools_unsupported(self) -> ModelError:
+        if not self._native:
+            return super()._tools_unsupported()
+        reason = "function calling works in DashScope's OpenAI-compatible mode only: drop `native_sdk: true`"
+        return ModelError(self.backend, self.model_name, self.endpoint, reason)
 
     def _open_async_llm(self) -> AbstractAsyncContextManager[Any]:
         if self._native:

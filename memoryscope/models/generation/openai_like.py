@@ -5,6 +5,10 @@ itself. The LLM runs with its own retries off (ours apply, see `_llama_index_cha
 OpenAI clients made here, so the API key lives in the client and never in the LlamaIndex object
 (whose repr would show it). Nothing downloads at run time: `OpenAILike` has no tokenizer unless
 given one, and the chat endpoint needs none; usage estimates use the offline cl100k_base table.
+
+Function calling (`chat_with_tools`) is on unless `function_calling: false`: most such servers
+take OpenAI's `tools`, and one that does not answers the request with an error (or ignores the
+tools), so turn it off for those and the agent that needs it refuses the model when it is built.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from memoryscope.errors import ModelError
 from memoryscope.models.base import GENERATION_BACKENDS
 from memoryscope.models.generation._llama_index_chat import LlamaIndexGeneration
 from memoryscope.models.http import RemoteParams, read_api_key
@@ -45,6 +50,11 @@ class OpenAICompatibleParams(RemoteParams):
     )
     extra_body: dict[str, Any] = Field(
         default_factory=dict, description="More request-body fields the server understands, e.g. `{top_k: 20}`."
+    )
+    function_calling: bool = Field(
+        default=True,
+        description="The server takes OpenAI's `tools` (function calling, which the agent memory chat needs); "
+        "false when it does not.",
     )
 
 
@@ -81,6 +91,16 @@ class OpenAILikeGeneration(LlamaIndexGeneration):
             stream_options={"stream_options": {"include_usage": True}} if params.stream_usage else {},
             api_key=key,
         )
+
+    @property
+    def supports_tools(self) -> bool:
+        return self.params.function_calling
+
+    def _tools_unsupported(self) -> ModelError:
+        reason = (
+            "function calling is turned off for this model (`function_calling: false`); turn it on if the server takes `tools`"
+        )
+        return ModelError(self.backend, self.model_name, self.endpoint, reason)
 
     def _build_llm(self, *, sync_client: Any = None, async_client: Any = None) -> Any:
         from llama_index.llms.openai_like import OpenAILike  # imported here: heavy
