@@ -9,6 +9,7 @@ const GROUPS = [               // memory types, in the viewer's order: what was 
   ["observation", "Observations"],
   ["obs_customized", "Observations (customised)"],
   ["conversation", "Conversation"],
+  ["core_memory", "Core memory (the agent's blocks)"],
 ];
 const ALWAYS_SHOWN = new Set(["insight", "observation", "conversation"]);  // even when empty
 const FRESH_MS = 4000;         // how long a memory that just appeared stays highlighted
