@@ -25,7 +25,7 @@ import asyncio
 import re
 import threading
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -93,15 +93,14 @@ class AgentMemoryChat:
                 )
             return self
 
-    def __init__(self, name: str, params: Params, scope: MemoryScope, _agents: dict[str, Agent] | None = None) -> None:
+    def __init__(self, name: str, params: Params, scope: MemoryScope, _agents: _AgentPool | None = None) -> None:
         self.name = name
         self.params = params
         self._scope = scope
         self.service = scope.services[params.memory_service]
         self.user_name = params.user_name or self.service.params.human_name
         self.stream = params.stream
-        self._agents = {} if _agents is None else _agents  # shared by `for_user` copies: one agent per user
-        self._agents_lock = threading.Lock()
+        self._agents = _AgentPool() if _agents is None else _agents  # shared by `for_user` copies: one agent per user
         embedder = scope.env.query_embedding_model(None, f"memory_chat.{name}")
         self._storage = TurnStorage(self.service, params.store_operation, embedder, scope.store)
 
@@ -115,10 +114,10 @@ class AgentMemoryChat:
         return self.agent_for(self.user_name)
 
     def agent_for(self, user: str) -> Agent:
-        with self._agents_lock:
-            if user not in self._agents:
-                self._agents[user] = Agent(self._scope, user, self._model(), self._settings(), self._storage)
-            return self._agents[user]
+        with self._agents.lock:
+            if user not in self._agents.by_user:
+                self._agents.by_user[user] = Agent(self._scope, user, self._model(), self._settings(), self._storage)
+            return self._agents.by_user[user]
 
     def for_user(self, user_name: str) -> AgentMemoryChat:
         return type(self)(self.name, self.params.model_copy(update={"user_name": user_name}), self._scope, self._agents)
@@ -189,6 +188,15 @@ class AgentMemoryChat:
         spec = self._scope.config.models.get(self.params.generation_model)
         window = getattr(spec.params, "context_window", None) if spec is not None else None
         return int(window) if isinstance(window, int) and window > 0 else DEFAULT_CONTEXT_WINDOW
+
+
+@dataclass
+class _AgentPool:
+    """The agents a chat and its `for_user` copies share: one per user, so two requests for the
+    same user (a server makes a copy per request) take turns on one agent's lock."""
+
+    by_user: dict[str, Agent] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 def _response(result: TurnResult) -> ChatResponse:
