@@ -1,6 +1,14 @@
 """LLM cost of consolidation and reflection over a LoCoMo conversation (BENCHMARKS.md §4).
 
     python -m benchmarks.llm_cost --data DIR [--conversation NAME] [--config default] --out FILE.json
+    python -m benchmarks.llm_cost --data DIR --config memoryos --out FILE.json
+
+With a MemoryOS config (one whose service has `memoryos_add`), each question-answer turn (a user
+message and the replies after it) is added as MemoryOS adds it, one `memoryos_add` run per turn:
+its page is stored, the short term's overflow moves to mid term (one LLM call) and hot segments
+are promoted (one call each). The scripted model (`memoryscope.testing.memoryos_script`) answers
+in the right shape; calls and tokens are reported per ingested turn (`calls_per_turn`) and in
+`total`. MemoryOS's own pipeline makes about 4.9 calls per turn.
 
 One conversation's turns arrive message by message through the project's own ingest path; the
 first speaker is the user, the second the assistant. Backend operations run when their
@@ -32,9 +40,11 @@ from memoryscope.memory import MemoryType
 from memoryscope.stores.base import MemoryFilter
 from memoryscope.testing.consolidation_script import ConsolidationScript
 from memoryscope.testing.fake_openai import FakeOpenAIServer
+from memoryscope.testing.memoryos_script import MemoryosScript
 from memoryscope.testing.reflection_script import ReflectionScript
 
 OPERATIONS = ("consolidate_memory", "reflect_and_reconsolidate")
+MEMORYOS_ADD = "memoryos_add"  # a config whose service has it keeps memory MemoryOS's way
 ANCHORS = {
     "MemoryScope 0.1": "about 3 LLM calls per consolidation batch",
     "MemoryOS": "about 4.9 LLM calls per turn",
@@ -66,6 +76,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         for name, op in report["operations"].items()
     ]
     print(f"{chosen.name}: {report['user_messages']} user messages of {report['turns']} turns", file=sys.stderr)
+    if "total" in report:
+        total = report["total"]
+        print(
+            f"MemoryOS policy: {total['calls_per_turn']} LLM calls per ingested turn ({report['ingested_turns']} turns)",
+            file=sys.stderr,
+        )
     print_table(["operation", "runs", "LLM calls", "prompt tokens", "calls/message", "prompt tokens/message"], rows)
     return 0
 
@@ -82,8 +98,10 @@ def measure(conversation: Conversation, config: str) -> dict[str, Any]:
         reflection.subject(word, attribute)
         reflection.value(attribute, word, f"mentions {word}")
 
+    memoryos = MemoryosScript()
     with FakeOpenAIServer() as server, tempfile.TemporaryDirectory(prefix="memoryscope-llm-cost-") as scratch:
-        reflection.install(server)  # first match wins: reflection prompts, then everything else
+        memoryos.install(server)  # first match wins: MemoryOS prompts, reflection prompts, then everything else
+        reflection.install(server)
         consolidation.install(server)
         saved = {name: os.environ.get(name) for name in ("MEMORYSCOPE_LLM_API_BASE", "MEMORYSCOPE_LLM_API_KEY")}
         os.environ.update(MEMORYSCOPE_LLM_API_BASE=server.base_url, MEMORYSCOPE_LLM_API_KEY="sk-benchmark")
@@ -95,7 +113,8 @@ def measure(conversation: Conversation, config: str) -> dict[str, Any]:
                 f"memory_service.{service_name}.enable_scheduler": False,
             }
             with MemoryScope(config, overrides=overrides) as scope:
-                costs = _run(scope, server, user, turns)
+                memoryos_policy = MEMORYOS_ADD in scope.default_service.operations
+                costs = _run_memoryos(scope, server, user, turns) if memoryos_policy else _run(scope, server, user, turns)
         finally:
             for name, value in saved.items():
                 os.environ.pop(name, None) if value is None else os.environ.__setitem__(name, value)
@@ -104,11 +123,30 @@ def measure(conversation: Conversation, config: str) -> dict[str, Any]:
         cost["calls_per_message"] = round(cost["llm_calls"] / user_messages, 4)
         cost["prompt_tokens_per_message"] = round(cost["prompt_tokens"] / user_messages, 1)
         cost["calls_per_run"] = round(cost["llm_calls"] / cost["runs"], 2) if cost["runs"] else 0.0
+    extra: dict[str, Any] = {}
+    if memoryos_policy:
+        ingested = len(_pages(turns, user))
+        for cost in costs.values():
+            cost["calls_per_turn"] = round(cost["llm_calls"] / ingested, 4)
+            cost["prompt_tokens_per_turn"] = round(cost["prompt_tokens"] / ingested, 1)
+        calls = sum(cost["llm_calls"] for cost in costs.values())
+        tokens = sum(cost["prompt_tokens"] for cost in costs.values())
+        extra = {
+            "ingested_turns": ingested,
+            "total": {
+                "llm_calls": calls,
+                "prompt_tokens": tokens,
+                "calls_per_turn": round(calls / ingested, 4),
+                "prompt_tokens_per_turn": round(tokens / ingested, 1),
+            },
+            "memoryos_calls_by_worker": dict(memoryos.calls),
+        }
     return {
         "config": config,
         "conversation": conversation.name,
         "turns": len(turns),
         "user_messages": user_messages,
+        **extra,
         "operations": costs,
         "anchors": ANCHORS,
         "llm": "fake OpenAI-compatible server (memoryscope.testing), scripted per prompt; tokens by cl100k_base",
@@ -146,6 +184,37 @@ def _run(scope: MemoryScope, server: FakeOpenAIServer, user: str, turns: list[Tu
         progress.advance()
     if store.count(pending):
         _measured(service, server, "consolidate_memory", user, costs)
+    progress.close()
+    return costs
+
+
+def _pages(turns: list[Turn], user: str) -> list[list[Message]]:
+    """The conversation as MemoryOS's turns: each user message with the replies after it."""
+    pages: list[list[Message]] = []
+    for turn in turns:
+        role = "user" if turn.speaker == user else "assistant"
+        if role == "user" or not pages:
+            pages.append([])
+        pages[-1].append(Message(role, turn.content, turn.time, name=turn.speaker, message_id=turn.dia_id))
+    return pages
+
+
+def _run_memoryos(scope: MemoryScope, server: FakeOpenAIServer, user: str, turns: list[Turn]) -> dict[str, dict[str, Any]]:
+    """One `memoryos_add` run per turn, measured (the move and the promotions run inside it)."""
+    service = scope.default_service
+    costs = {MEMORYOS_ADD: {"runs": 0, "llm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}}
+    pages = _pages(turns, user)
+    progress = Progress("llm cost", len(pages), "turns")
+    for page in pages:
+        before = len(server.requests)
+        service.run_operation(MEMORYOS_ADD, user, messages=tuple(page), query_time=page[0].time)
+        chats = [r for r in server.requests[before:] if r.path.endswith("/chat/completions")]
+        cost = costs[MEMORYOS_ADD]
+        cost["runs"] += 1
+        cost["llm_calls"] += len(chats)
+        cost["prompt_tokens"] += sum(r.prompt_tokens for r in chats)
+        cost["completion_tokens"] += sum(r.completion_tokens for r in chats)
+        progress.advance()
     progress.close()
     return costs
 

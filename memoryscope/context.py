@@ -138,6 +138,17 @@ class MemoryContext:
     deleted_memory_ids: tuple[str, ...] = ()  # the user's memories delete_memory was asked to delete
     unknown_memory_ids: tuple[str, ...] = ()  # ids delete_memory was given that name no memory of the user's
     deleted_count: int = 0  # how many memories delete_memory or delete_all deleted
+    # MemoryOS's tiers (workers `memoryos_*`, see workers/_memoryos.py)
+    short_term_pages: tuple[MemoryNode, ...] = ()  # the user's short-term pages, oldest first (memoryos_load)
+    mid_term_segments: tuple[MemoryNode, ...] = ()  # the user's valid mid-term segments (memoryos_load)
+    long_term_memories: tuple[MemoryNode, ...] = ()  # the user's profile and knowledge entries (memoryos_load)
+    mid_term_writes: tuple[MemoryNode, ...] = ()  # pages moved, segments made, changed or evicted (memoryos_mid_term)
+    long_term_writes: tuple[MemoryNode, ...] = ()  # profile, knowledge, segments reset (memoryos_long_term)
+    short_term_recall: tuple[MemoryNode, ...] = ()  # retrieval: the short-term pages
+    mid_term_recall: tuple[MemoryNode, ...] = ()  # retrieval: the best segments, then their best pages
+    long_term_recall: tuple[MemoryNode, ...] = ()  # retrieval: the profile, then the best knowledge entries
+    memoryos_notes: tuple[str, ...] = ()  # what a memoryos step skipped and why (an unreadable LLM answer)
+    memoryos_update_due: bool = False  # short term is over capacity or a segment is hot: run memoryos_update
     result: str = ""  # a readable summary of what the operation did
     # each worker's own numbers for people and logs, under its name; no other step or layer reads them
     details: dict[str, Any] = field(default_factory=dict)

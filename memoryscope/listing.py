@@ -15,10 +15,14 @@ _EXPIRED = "expired"
 # conversation, an agent's saved state and expired memories last.
 _GROUPS = (
     MemoryType.CORE_MEMORY.value,
+    MemoryType.MEMORYOS_PROFILE.value,
+    MemoryType.MEMORYOS_KNOWLEDGE.value,
     MemoryType.INSIGHT.value,
     MemoryType.OBS_CUSTOMIZED.value,
     MemoryType.OBSERVATION.value,
     MemoryType.CONVERSATION.value,
+    MemoryType.MEMORYOS_SEGMENT.value,
+    MemoryType.MEMORYOS_PAGE.value,
     MemoryType.AGENT_STATE.value,
     _EXPIRED,
 )
@@ -30,6 +34,10 @@ _HEADERS = {
         MemoryType.OBSERVATION.value: "observation memory",
         MemoryType.CONVERSATION.value: "conversation memory",
         MemoryType.AGENT_STATE.value: "agent state",
+        MemoryType.MEMORYOS_PROFILE.value: "user profile",
+        MemoryType.MEMORYOS_KNOWLEDGE.value: "long-term knowledge",
+        MemoryType.MEMORYOS_SEGMENT.value: "mid-term segment",
+        MemoryType.MEMORYOS_PAGE.value: "dialogue page",
         _EXPIRED: "expired memory",
     },
     "zh": {
@@ -39,6 +47,10 @@ _HEADERS = {
         MemoryType.OBSERVATION.value: "观察记忆",
         MemoryType.CONVERSATION.value: "对话记忆",
         MemoryType.AGENT_STATE.value: "智能体状态",
+        MemoryType.MEMORYOS_PROFILE.value: "用户画像",
+        MemoryType.MEMORYOS_KNOWLEDGE.value: "长期知识",
+        MemoryType.MEMORYOS_SEGMENT.value: "中期片段",
+        MemoryType.MEMORYOS_PAGE.value: "对话页",
         _EXPIRED: "过期记忆",
     },
 }

@@ -35,6 +35,11 @@ class MemoryType(str, Enum):
     # SQLite matrix cache numbers the types in this order.
     CORE_MEMORY = "core_memory"  # one per core memory block: `key` its name, `content` its text
     AGENT_STATE = "agent_state"  # `key` "state" (the live state) or "checkpoint:NAME"; JSON in `meta`
+    # MemoryOS's tiers (`configs/memoryos.yaml`, workers `memoryos_*`); see `workers/_memoryos.py`.
+    MEMORYOS_PAGE = "memoryos_page"  # one question-answer turn; meta: tier short|mid, segment id
+    MEMORYOS_SEGMENT = "memoryos_segment"  # a mid-term topic: content its summary; meta: keywords, heat inputs
+    MEMORYOS_PROFILE = "memoryos_profile"  # the one evolving user profile per user, target and workspace
+    MEMORYOS_KNOWLEDGE = "memoryos_knowledge"  # a long-term fact: `key` "user" or "assistant"; meta: last used
 
 
 class MemoryStatus(str, Enum):
@@ -72,7 +77,9 @@ AROUND_META = ("speaker", "context", "reply")
 # that keeps something new in `meta` names it here. The rest of `meta` is the caller's metadata
 # (`MemoryScope.add(..., metadata=...)`).
 OWN_META = frozenset({"role", *AROUND_META, "worker", "time_source", "time_text", "observation_ids"})
-_BOOKKEEPING_PREFIX = "consolidation_"
+# consolidation's retry bookkeeping; MemoryOS's tiers (a page's tier and segment, a segment's
+# keywords and heat inputs: workers/_memoryos.py)
+_BOOKKEEPING_PREFIX = ("consolidation_", "memoryos_")
 
 
 def caller_metadata(meta: dict[str, Any]) -> dict[str, Any]:

@@ -188,7 +188,8 @@ class MemoryApi:
 
         `filters` on metadata (`{"source": "crm", "rating": {"gte": 3}}`), `types` of memory
         (`observation`, `insight`, `conversation`, `obs_customized`; an agent's `core_memory` and
-        `agent_state` are never retrieved, `get_all` lists them), `time_range` a
+        `agent_state` are never retrieved, `get_all` lists them; under the `memoryos` config the
+        search is MemoryOS's pack of `memoryos_*` records, narrowed by `types` only), `time_range` a
         `TimeRange` or `(start, end)` on when each memory was said (`message_time`; either end
         may be None). `query_time` is when the question is asked ("last week" is relative to it)."""
         if not query or not query.strip():
@@ -229,8 +230,10 @@ class MemoryApi:
     ) -> list[MemoryRecord]:
         """`user_id`'s memories, newest first: all of them, or the first `limit`; only those whose
         metadata passes `filters` and of `types`, when given. Expired memories (replaced by newer
-        ones) only with `include_expired`. Without `types`, an agent's core memory blocks are
-        listed and its saved state (`agent_state`) is not: ask for that type to see it."""
+        ones) only with `include_expired`. Without `types`, an agent's core memory blocks and
+        MemoryOS's records (`memoryos_page`, `memoryos_segment`, `memoryos_profile`,
+        `memoryos_knowledge`) are listed and an agent's saved state (`agent_state`) is not: ask
+        for that type to see it."""
         if limit is not None and limit < 0:
             raise MemoryScopeError(f"get_all: limit must be 0 or more, got {limit}")
         scope = MemoryFilter(

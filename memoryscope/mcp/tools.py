@@ -21,6 +21,9 @@ if TYPE_CHECKING:
 __all__ = ["MemoryTools", "parse_time"]
 
 CONSOLIDATE_OPERATION = "consolidate_memory"
+# A service with this operation keeps memory MemoryOS's way (`configs/memoryos.yaml`): the profile
+# is one evolving text, not the insights.
+MEMORYOS_OPERATION = "memoryos_add"
 
 
 class MemoryTools:
@@ -39,6 +42,9 @@ class MemoryTools:
         stored = self.scope.add(turn, user_id=user, infer=True, workspace=self.workspace)
         if not stored:
             return "Nothing new to store: this turn was stored before."
+        if self._memoryos:
+            noun = "dialogue page" if len(stored) == 1 else "dialogue pages"
+            return f"Stored {len(stored)} {noun} in short-term memory; older pages move to mid term as it fills."
         noun = "message" if len(stored) == 1 else "messages"
         return f"Stored {len(stored)} {noun}; facts about the user are drawn from them at the next consolidation."
 
@@ -52,8 +58,18 @@ class MemoryTools:
         return _listing(found, "No memory matches this query" + (" in that time range." if window else "."))
 
     def get_user_profile(self, user: str) -> str:
+        if self._memoryos:
+            profiles = self.scope.get_all(user, types=[MemoryType.MEMORYOS_PROFILE], workspace=self.workspace)
+            if not profiles:
+                return "No profile yet: it is written when a conversation topic comes up often enough."
+            return profiles[0].memory
         insights = self.scope.get_all(user, types=[MemoryType.INSIGHT], workspace=self.workspace)
         return _listing(insights, "No profile yet: insights about the user appear after enough conversation is consolidated.")
+
+    @property
+    def _memoryos(self) -> bool:
+        """Whether the server's memory service follows MemoryOS's policy."""
+        return MEMORYOS_OPERATION in self.scope.default_service.operations
 
     def list_memory(self, user: str, type: str | None = None, limit: int | None = None) -> str:
         types: Sequence[str] | None = [type] if type else None

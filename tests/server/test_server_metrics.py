@@ -172,6 +172,14 @@ def test_memories_are_counted_by_type_and_status_over_all_users(scope: MemorySco
         "core_memory/expired": 0,
         "agent_state/valid": 0,
         "agent_state/expired": 0,
+        "memoryos_page/valid": 0,
+        "memoryos_page/expired": 0,
+        "memoryos_segment/valid": 0,
+        "memoryos_segment/expired": 0,
+        "memoryos_profile/valid": 0,
+        "memoryos_profile/expired": 0,
+        "memoryos_knowledge/valid": 0,
+        "memoryos_knowledge/expired": 0,
     }
     assert parsed.value("memoryscope_users") == 2
     assert parsed.value("memoryscope_pending_messages", service=SERVICE) == 1  # the reply waits with it, uncounted
