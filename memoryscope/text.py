@@ -43,13 +43,12 @@ __all__ = [
 # The version of what `keyword_text` returns. Changing it (its parts, the tokenizer, `stem`)
 # needs a new version; a store whose index records another one re-indexes its keywords.
 # 1: plain tokens of content + key. 2: stemmed, plus a message's speaker, context and reply.
-KEYWORD_TEXT_VERSION = "2"
+# 3: stems from the English Snowball stemmer instead of hand-made suffix rules.
+KEYWORD_TEXT_VERSION = "3"
 
 _TOKEN = re.compile(r"[0-9a-z]+(?:'[a-z]+)?|[\u3400-\u9fff\uf900-\ufaff]+", re.IGNORECASE)
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _jieba_lock = threading.Lock()
-_DOUBLED_END = re.compile(r"([b-df-hj-km-npr-tv-z])\1$")  # a doubled consonant left by a suffix: "runn(ing)"
-_SIBILANT_ES = re.compile(r"(?:sh|ch|x|z|ss)es$")
 
 # Words too common to carry meaning in a keyword match.
 _STOPWORD_TEXT = """
@@ -173,39 +172,23 @@ def content_words(text: str) -> list[str]:
     return [token for token in tokenize(text) if token not in STOPWORDS]
 
 
-# (suffix, replacement) tried in order; the first that fits wins. Light on purpose: only
-# inflections (plurals, -ing, -ed), never derivations, so unrelated words rarely merge.
-_SUFFIXES = (("ies", "y"), ("ied", "y"), ("sses", "ss"), ("ings", ""), ("ing", ""), ("ed", ""), ("es", ""), ("s", ""))
+@lru_cache(maxsize=1)
+def _snowball() -> Any:
+    import Stemmer  # PyStemmer: the Snowball stemmers, compiled
+
+    return Stemmer.Stemmer("english")
 
 
 @lru_cache(maxsize=65536)
 def stem(word: str) -> str:
-    """`word` without an English inflection: "hobbies" -> "hobby", "painting"/"painted" -> "paint",
-    "classes" -> "class", "running" -> "run", "liked"/"likes" -> "lik", "jon's" -> "jon".
-    Short words, numbers and CJK are kept as they are."""
+    """`word`'s English Snowball stem: "movies"/"movie" -> "movi", "hobbies" -> "hobbi",
+    "painting"/"painted" -> "paint", "running" -> "run", "liked"/"likes" -> "like",
+    "jon's" -> "jon", "news" stays "news". Short words, numbers and CJK are kept as they are."""
     if word.endswith("'s"):
         word = word[:-2]  # "Jon's" is about Jon
     if len(word) <= 3 or not word.isascii() or not word.isalpha():
         return word
-    for suffix, replacement in _SUFFIXES:
-        if not word.endswith(suffix):
-            continue
-        base = word[: -len(suffix)] + replacement
-        if len(base) < 3:
-            return word
-        if suffix == "s" and word.endswith(("ss", "us", "is")):
-            return word
-        if suffix == "es" and not _SIBILANT_ES.search(word):
-            continue  # "likes" -> "like" by the plain "s" rule
-        if suffix in ("ing", "ings", "ed") and _DOUBLED_END.search(base):
-            base = base[:-1]
-        return _without_final_e(base)
-    return _without_final_e(word)
-
-
-def _without_final_e(word: str) -> str:
-    # "like", "liked", "liking" all become "lik": the e that -ed/-ing swallow is dropped everywhere
-    return word[:-1] if len(word) >= 4 and word.endswith("e") else word
+    return str(_snowball().stemWord(word))
 
 
 def keyword_terms(text: str) -> list[str]:

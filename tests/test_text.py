@@ -10,12 +10,13 @@ from memoryscope.text import index_terms, keyword_terms, stem
 @pytest.mark.parametrize(
     ("words", "stemmed"),
     [
-        (("hobby", "hobbies"), "hobby"),
+        (("hobby", "hobbies"), "hobbi"),
+        (("movie", "movies"), "movi"),
         (("paint", "painting", "painted", "paints"), "paint"),
         (("class", "classes"), "class"),
         (("run", "running"), "run"),
-        (("like", "likes", "liked", "liking"), "lik"),
-        (("carry", "carried", "carries"), "carry"),
+        (("like", "likes", "liked", "liking"), "like"),
+        (("carry", "carried", "carries"), "carri"),
         (("beach", "beaches"), "beach"),
         (("jon", "jon's"), "jon"),
     ],
@@ -24,7 +25,7 @@ def test_inflections_share_a_stem(words: tuple[str, ...], stemmed: str) -> None:
     assert {stem(word) for word in words} == {stemmed}
 
 
-@pytest.mark.parametrize("word", ["bus", "this", "gas", "analysis", "2023", "的", "café", "yes"])
+@pytest.mark.parametrize("word", ["bus", "this", "gas", "2023", "的", "café", "yes"])
 def test_short_words_numbers_and_other_scripts_are_kept(word: str) -> None:
     assert stem(word) == word
 

@@ -25,7 +25,7 @@ from memoryscope.stores.elasticsearch_store import BulkWriteError, Elasticsearch
 from memoryscope.stores.fusion import reciprocal_rank_fusion
 from memoryscope.testing.es_contract import ElasticsearchContract
 from memoryscope.testing.fake_elasticsearch import FakeElasticsearch, RecordedRequest
-from memoryscope.text import keyword_text
+from memoryscope.text import KEYWORD_TEXT_VERSION, keyword_text
 
 # the client is an optional extra (the store imports it lazily); without it these tests cannot run
 pytest.importorskip("elasticsearch", reason='needs the Elasticsearch client: pip install "memoryscope[elasticsearch]"')
@@ -125,7 +125,7 @@ PINNED_INDEX_BODY = {
             "embedding_model": "table-4d",
             "dimension": 4,
             "schema_version": 3,
-            "keyword_text_version": "2",
+            "keyword_text_version": KEYWORD_TEXT_VERSION,
             "metadata_index_version": "1",
         },
         "properties": {
@@ -306,7 +306,7 @@ def test_keyword_search_body_is_bm25_over_the_keywords_with_the_filter(
     assert last(server, "_search").body == {
         "query": {
             "bool": {
-                "must": [{"match": {"keywords": {"query": "green tea lik", "operator": "or"}}}],
+                "must": [{"match": {"keywords": {"query": "green tea like", "operator": "or"}}}],
                 "filter": FULL_FILTER_CLAUSES,
             }
         },
@@ -379,7 +379,7 @@ def test_upsert_is_one_bulk_of_index_actions_with_refresh(server: FakeElasticsea
     )
     request = last(server, "_bulk")
     assert (request.method, request.path, request.params) == ("PUT", f"/{INDEX}/_bulk", {"refresh": "wait_for"})
-    assert request.body[1]["keywords"] == "lik green tea"  # keyword_text: tokenised and stemmed here
+    assert request.body[1]["keywords"] == "like green tea"  # keyword_text: tokenised and stemmed here
     assert request.body == [
         {"index": {"_id": "a"}},
         document(

@@ -22,6 +22,7 @@ from memoryscope.stores._es_metadata import META_INDEX_MAPPING
 from memoryscope.stores.base import MemoryFilter, SearchMode
 from memoryscope.stores.elasticsearch_store import ElasticsearchMemoryStore
 from memoryscope.testing.fake_elasticsearch import FakeElasticsearch
+from memoryscope.text import KEYWORD_TEXT_VERSION
 from memoryscope.transfer.stores import open_store, reembed
 
 pytest.importorskip("elasticsearch", reason='needs the Elasticsearch client: pip install "memoryscope[elasticsearch]"')
@@ -31,7 +32,7 @@ ANN = MemoryFilter("ann")
 T0 = datetime(2024, 10, 26, 21, 26, 20, 123456, tzinfo=timezone(timedelta(hours=8)))
 OLD_META = {"embedding_model": "ones-4d", "dimension": 4, "schema_version": 1}
 UPGRADED_META = {"embedding_model": "ones-4d", "dimension": 4, "schema_version": 3}
-FILLED_META = {**UPGRADED_META, "keyword_text_version": "2", "metadata_index_version": "1"}
+FILLED_META = {**UPGRADED_META, "keyword_text_version": KEYWORD_TEXT_VERSION, "metadata_index_version": "1"}
 WARNING = "are not found by keyword search until their 'keywords' field is filled: run `memoryscope reembed --config CONFIG`"
 
 
@@ -152,11 +153,11 @@ def test_fill_keywords_sets_the_field_in_place_then_records_it(
     [bulk] = server.requests_to("_bulk")[-1:]
     assert bulk.body == [
         {"update": {"_id": "a", "if_seq_no": 1, "if_primary_term": 1}},
-        {"doc": {"keywords": "lik green tea"}},
+        {"doc": {"keywords": "like green tea"}},
         {"update": {"_id": "b", "if_seq_no": 2, "if_primary_term": 1}},
         {
             "doc": {
-                "keywords": "i hav been paint carolin melani any new hobby",
+                "keywords": "i have been paint carolin melani any new hobbi",
                 "meta_index": [{"key": "speaker", "text": "Caroline"}, {"key": "context", "text": "Melanie: any new hobby?"}],
             }
         },
@@ -198,7 +199,7 @@ def test_fill_keywords_skips_memories_written_meanwhile_and_reports_real_failure
 
 def test_update_gives_an_older_memory_its_keywords(server: FakeElasticsearch, store: ElasticsearchMemoryStore) -> None:
     store.update("a", reflected=True, updated_at=T0)
-    assert server.requests_to("_update/a")[-1].body == {"doc": {"reflected": True, "keywords": "lik green tea"}}
+    assert server.requests_to("_update/a")[-1].body == {"doc": {"reflected": True, "keywords": "like green tea"}}
     assert keyword_ids(store, "tea") == ["a"]
     store.update("a", access_count=2, updated_at=T0)
     assert server.requests_to("_update/a")[-1].body == {"doc": {"access_count": 2}}  # stored already
@@ -229,7 +230,7 @@ def test_the_reembed_command_fills_the_field_when_the_model_is_unchanged(server:
     notes = Notes()
     assert reembed(config, progress=notes) == 0  # nothing re-embedded...
     assert notes.notes[-1] == "filled the 'keywords' field and 'meta_index' objects of 1 memories"  # ...but the fields filled
-    assert server.documents("local")["a"]["keywords"] == "lik green tea"
+    assert server.documents("local")["a"]["keywords"] == "like green tea"
     assert server.requests_to("_search") and not server.requests_to("_aliases")  # in place, no copy
 
 

@@ -21,15 +21,15 @@ from memoryscope.stores.base import MemoryFilter, SearchMode
 from memoryscope.stores.elasticsearch_store import ElasticsearchMemoryStore
 from memoryscope.stores.metadata import metadata_conditions
 from memoryscope.testing.fake_elasticsearch import FakeElasticsearch
-from memoryscope.text import keyword_text
+from memoryscope.text import KEYWORD_TEXT_VERSION, keyword_text
 
 pytest.importorskip("elasticsearch", reason='needs the Elasticsearch client: pip install "memoryscope[elasticsearch]"')
 
 INDEX = "memories"
 T0 = datetime(2024, 10, 26, 21, 26, 20, 123456, tzinfo=timezone(timedelta(hours=8)))
 USER_TERM = {"term": {"user_name": "ann"}}
-V2_META = {"embedding_model": "ones-4d", "dimension": 4, "schema_version": 2, "keyword_text_version": "2"}
-UPGRADED_META = {"embedding_model": "ones-4d", "dimension": 4, "schema_version": 3, "keyword_text_version": "2"}
+V2_META = {"embedding_model": "ones-4d", "dimension": 4, "schema_version": 2, "keyword_text_version": KEYWORD_TEXT_VERSION}
+UPGRADED_META = {"embedding_model": "ones-4d", "dimension": 4, "schema_version": 3, "keyword_text_version": KEYWORD_TEXT_VERSION}
 META_INDEX_MAPPING = {
     "type": "nested",
     "properties": {
