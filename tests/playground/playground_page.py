@@ -110,3 +110,17 @@ def click(driver: Any, selector: str) -> None:
         return True
 
     wait(driver, clicked, f"could not click {selector}")
+
+
+def record_reply_texts(driver: Any) -> None:
+    """Every text the newest reply bubble shows, kept in `window.replyTexts` as it changes (to
+    see a reply arrive in pieces)."""
+    driver.execute_script(
+        """
+        window.replyTexts = [];
+        new MutationObserver(() => {
+          const bubbles = document.querySelectorAll('#messages .message.assistant .body');
+          if (bubbles.length) window.replyTexts.push(bubbles[bubbles.length - 1].textContent);
+        }).observe(document.getElementById('messages'), {childList: true, subtree: true, characterData: true});
+        """
+    )

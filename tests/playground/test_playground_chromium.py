@@ -26,6 +26,7 @@ from playground_page import (
     click,
     css,
     memory_texts,
+    record_reply_texts,
     run_operation,
     wait,
     wait_for_memory,
@@ -42,29 +43,9 @@ GUITAR, HANGZHOU = SAID[0], SAID[1]  # two turns: four messages, one short of au
 
 
 @pytest.fixture
-def stage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[PlaygroundStage]:
-    monkeypatch.setenv("MEMORYSCOPE_LLM_API_KEY", "sk-playground-llm")
-    with PlaygroundStage(tmp_path, stream_chunk_delay_s=0.04) as served:
-        yield served
-
-
-@pytest.fixture
 def driver() -> Iterator[Any]:
     with chromium_driver() as browser:
         yield browser
-
-
-def record_reply_texts(driver: Any) -> None:
-    """Every text the newest reply bubble shows, kept in `window.replyTexts` as it changes."""
-    driver.execute_script(
-        """
-        window.replyTexts = [];
-        new MutationObserver(() => {
-          const bubbles = document.querySelectorAll('#messages .message.assistant .body');
-          if (bubbles.length) window.replyTexts.push(bubbles[bubbles.length - 1].textContent);
-        }).observe(document.getElementById('messages'), {childList: true, subtree: true, characterData: true});
-        """
-    )
 
 
 def test_chat_streams_replies_and_consolidation_fills_the_viewer(stage: PlaygroundStage, driver: Any) -> None:

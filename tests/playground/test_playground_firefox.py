@@ -5,8 +5,6 @@ with the reason, where Firefox or marionette-driver is missing."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -19,6 +17,7 @@ from playground_page import (
     click,
     css,
     memory_texts,
+    record_reply_texts,
     run_operation,
     wait,
     wait_for_memory,
@@ -30,13 +29,6 @@ MISSING = missing_firefox()
 pytestmark = pytest.mark.skipif(bool(MISSING), reason=MISSING or "Firefox is installed")
 
 
-@pytest.fixture
-def stage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[PlaygroundStage]:
-    monkeypatch.setenv("MEMORYSCOPE_LLM_API_KEY", "sk-playground-llm")
-    with PlaygroundStage(tmp_path, stream_chunk_delay_s=0.04) as served:
-        yield served
-
-
 def test_chat_consolidate_and_delete_in_firefox(stage: PlaygroundStage) -> None:
     with firefox_page() as page:
         run_main_steps(page, stage)
@@ -46,15 +38,7 @@ def run_main_steps(page: FirefoxPage, stage: PlaygroundStage) -> None:
     page.get(f"{stage.url}/?user={USER}")
     wait_until_ready(page)
     wait_for_memory(page, OLDER_FACT)
-    page.execute_script(
-        """
-        window.replyTexts = [];
-        new MutationObserver(() => {
-          const bubbles = document.querySelectorAll('#messages .message.assistant .body');
-          if (bubbles.length) window.replyTexts.push(bubbles[bubbles.length - 1].textContent);
-        }).observe(document.getElementById('messages'), {childList: true, subtree: true, characterData: true});
-        """
-    )
+    record_reply_texts(page)
     for said, _, reply in SAID[:2]:
         chat(page, said, reply)
     reply = SAID[1][2]
