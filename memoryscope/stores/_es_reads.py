@@ -22,7 +22,7 @@ from memoryscope.stores import _es_queries as queries
 from memoryscope.stores._es_index import EsIndex
 from memoryscope.stores._es_metadata import require_filled
 from memoryscope.stores.base import MemoryFilter, SearchMode
-from memoryscope.stores.fusion import reciprocal_rank_fusion
+from memoryscope.stores.fusion import fuse
 from memoryscope.text import keyword_query
 
 if TYPE_CHECKING:
@@ -86,14 +86,16 @@ def search(
         return [node.with_score(score) for node, score in keyword(index, memory_filter, query or "", top_k)]
     depth = min(max(top_k, store.params.hybrid_candidates), queries.MAX_RESULT_WINDOW)
     found: dict[str, MemoryNode] = {}
-    lists: list[list[str]] = []
     ranked_lists = [dense(store, index, memory_filter, query, vector, depth)]
+    weights = [1.0]
     if query:
         ranked_lists.append(keyword(index, memory_filter, query, depth))
+        weights.append(store.params.hybrid_keyword_weight)
     for ranked in ranked_lists:
-        lists.append([node.memory_id for node, _ in ranked])
         found.update((node.memory_id, node) for node, _ in ranked)
-    return [found[memory_id].with_score(score) for memory_id, score in reciprocal_rank_fusion(lists)[:top_k]]
+    lists = [[(node.memory_id, score) for node, score in ranked] for ranked in ranked_lists]
+    fused = fuse(store.params.hybrid_fusion, lists, weights)
+    return [found[memory_id].with_score(score) for memory_id, score in fused[:top_k]]
 
 
 def dense(

@@ -58,6 +58,7 @@ from memoryscope.stores._es_metadata import META_INDEX_FIELD
 from memoryscope.stores._es_params import ElasticsearchStoreParams
 from memoryscope.stores._es_writes import BulkWriteError
 from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode, validated_params
+from memoryscope.stores.fusion import Fusion
 
 if TYPE_CHECKING:
     from memoryscope.progress import Progress
@@ -89,6 +90,8 @@ class ElasticsearchMemoryStore(MemoryStore):
         refresh: Literal["wait_for", "true", "false"] = "wait_for",
         num_candidates: int = 100,
         hybrid_candidates: int = 100,
+        hybrid_fusion: Fusion = "rrf",
+        hybrid_keyword_weight: float = 1.0,
         analyzer: str = "standard",
         retrieve_mode: Literal["dense", "hybrid", "keyword"] | None = None,
         history_keep_deleted_content: bool = False,
@@ -115,6 +118,8 @@ class ElasticsearchMemoryStore(MemoryStore):
             num_candidates=num_candidates,
             history_keep_deleted_content=history_keep_deleted_content,
             hybrid_candidates=hybrid_candidates,
+            hybrid_fusion=hybrid_fusion,
+            hybrid_keyword_weight=hybrid_keyword_weight,
             analyzer=analyzer,
             retrieve_mode=retrieve_mode,
         )
@@ -335,7 +340,7 @@ class ElasticsearchMemoryStore(MemoryStore):
         mode: SearchMode | str | None = None,
         top_k: int = 10,
     ) -> list[MemoryNode]:
-        """Dense scores are cosines, keyword scores BM25 (higher is better), hybrid scores fused ranks.
+        """Dense scores are cosines, keyword scores BM25 (higher is better), hybrid scores fused (`hybrid_fusion`).
 
         `mode` None: the `retrieve_mode` setting, else hybrid. Hybrid without a query (only
         `vector`) is dense ranking with fused scores.

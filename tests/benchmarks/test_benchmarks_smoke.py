@@ -91,6 +91,29 @@ def test_locomo_retrieval_writes_its_contract(tmp_path: Path) -> None:
     assert result["baselines"]["dense"]["recall"]["25"]["all"] == 1.0  # dense ranks every turn
 
 
+def test_locomo_retrieval_reuses_a_kept_store_and_takes_config_changes(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "tiny.json").write_text(json.dumps(CONVERSATION), encoding="utf-8")
+    store, first, second = tmp_path / "kept.db", tmp_path / "first.json", tmp_path / "second.json"
+    common = ("--data", str(data), "--no-baselines", "--store", str(store))
+    _run("locomo_retrieval", *common, "--out", str(first))
+    # keyword search only: the questions still find their turns, without the stored vectors
+    _run("locomo_retrieval", *common, "--out", str(second), "--set", "worker.retrieve_obs_ins.search_mode=keyword")
+    made, reused = (json.loads(path.read_text(encoding="utf-8")) for path in (first, second))
+    assert (made["store_reused"], reused["store_reused"]) == (False, True)
+    assert made["ingest_turns_per_s"] > 0 and reused["ingest_turns_per_s"] is None
+    assert reused["overrides"] == ["worker.retrieve_obs_ins.search_mode=keyword"]
+    assert reused["checks"]["retrieved_memories_not_mapped_to_a_turn"] == 0
+    assert 0 < reused["recall"]["25"]["all"] <= 1.0
+    sideways = ("--out", str(second), "--set", "worker.retrieve_obs_ins.search_mode=sideways")
+    refused = subprocess.run(
+        [sys.executable, "-m", "benchmarks.locomo_retrieval", *common, *sideways],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert refused.returncode != 0 and "worker.retrieve_obs_ins.search_mode" in refused.stderr
+
+
 def test_scale_writes_its_contract(tmp_path: Path) -> None:
     out = tmp_path / "scale.json"
     _run(

@@ -339,6 +339,35 @@ def test_dense_scores_are_cosines_and_hybrid_fuses_both_lists(server: FakeElasti
     assert dense.score == pytest.approx(-0.5)  # knn _score (1 + cos) / 2 = 0.25
 
 
+def test_hybrid_score_fusion_scales_each_list_and_weighs_keywords(server: FakeElasticsearch, model: TableEmbedding) -> None:
+    sources = {name: document(name, vector=None) for name in "abc"}
+    server.script_search(
+        # knn _score (1 + cos) / 2: cosines 1.0, 0.6 and 0.0 -> scaled 1, 0.6, 0
+        [
+            {"_id": "a", "_score": 1.0, "_source": sources["a"]},
+            {"_id": "b", "_score": 0.8, "_source": sources["b"]},
+            {"_id": "c", "_score": 0.5, "_source": sources["c"]},
+        ],
+        # BM25 4.0, 2.5 and 2.0 -> scaled 1, 0.25 and 0, weighted 0.5
+        [
+            {"_id": "c", "_score": 4.0, "_source": sources["c"]},
+            {"_id": "a", "_score": 2.5, "_source": sources["a"]},
+            {"_id": "b", "_score": 2.0, "_source": sources["b"]},
+        ],
+    )
+    settings = {"hybrid_fusion": "scores", "hybrid_keyword_weight": 0.5}
+    with ElasticsearchMemoryStore(hosts=[server.url], index_name=INDEX, embedding_model=model, **settings) as store:
+        hybrid = store.search(ANN, query="tea", vector=np.asarray(HALVES), mode=SearchMode.HYBRID, top_k=3)
+    # a: 1 + 0.5 * 0.25, b: 0.6 + 0.5 * 0, c: 0 + 0.5 * 1 (reciprocal ranks would put c before b)
+    assert [n.memory_id for n in hybrid] == ["a", "b", "c"]
+    assert [n.score for n in hybrid] == pytest.approx([1.125, 0.6, 0.5])
+
+
+def test_an_unknown_hybrid_fusion_is_refused_naming_the_choices(model: TableEmbedding) -> None:
+    with pytest.raises(StoreError, match=r"hybrid_fusion.*rrf.*scores"):
+        ElasticsearchMemoryStore(hosts=["http://127.0.0.1:9"], index_name=INDEX, embedding_model=model, hybrid_fusion="borda")  # type: ignore[arg-type]
+
+
 def test_retrieve_mode_is_the_default_mode(server: FakeElasticsearch, model: TableEmbedding) -> None:
     with ElasticsearchMemoryStore(hosts=[server.url], index_name=INDEX, embedding_model=model, retrieve_mode="keyword") as store:
         store.search(ANN, query="tea")

@@ -324,5 +324,5 @@ def test_hybrid_keyword_weight_weighs_the_keyword_list(db_path: Path, embedding_
 def test_a_message_is_embedded_with_its_speaker(store: SqliteMemoryStore, embedding_model: LocalEmbedding) -> None:
     said = make_node("Mostly pottery.", meta={"speaker": "Jon"})
     store.upsert([said])
-    expected = embedding_model.embed_passages(["Jon: Mostly pottery."])[0]
+    expected = embedding_model.embed_passages(['Jon said, "Mostly pottery."'])[0]
     assert _top(store, expected) == (said.memory_id, pytest.approx(1.0, abs=1e-4))

@@ -113,6 +113,20 @@ def test_narrow_searches_the_time_range_and_widens_when_too_few(seeded: Any) -> 
     assert len(wide.retrieved) > 1 and "user plays the guitar" in {m.content for m in wide.retrieved}
 
 
+def test_include_adds_the_memories_of_the_asked_time_to_the_best_of_all_times(seeded: Any) -> None:
+    saturday = TimeRange(start=day(19, 0), end=day(20, 0))
+    params = {"retrieve_obs_top_k": 1, "retrieve_ins_top_k": 0, "retrieve_conversation_top_k": 0}
+    alone = retrieve(seeded, params, query="what is my job", time_range=saturday)
+    assert [m.content for m in alone.retrieved] == ["user works as a nurse"]  # boost: the range is not searched
+
+    both = retrieve(seeded, {**params, "time_filter": "include"}, query="what is my job", time_range=saturday)
+    assert {m.content for m in both.retrieved} == {"user works as a nurse", "user plays the guitar"}
+    assert len({m.memory_id for m in both.retrieved}) == len(both.retrieved)
+
+    no_time = retrieve(seeded, {**params, "time_filter": "include"}, query="what is my job")
+    assert [m.content for m in no_time.retrieved] == ["user works as a nurse"]
+
+
 def test_boost_mode_ignores_the_time_range(seeded: Any) -> None:
     saturday = TimeRange(start=day(19, 0), end=day(20, 0))
     params = {"retrieve_ins_top_k": 0, "retrieve_conversation_top_k": 0}
