@@ -73,7 +73,7 @@ def searchable_parts(node: MemoryNode) -> tuple[str, str]:
 
 
 # The meta entries of a chat message that keyword search sees around its own words.
-AROUND_META = ("speaker", "context", "reply")
+AROUND_META = ("speaker", "context", "reply")  # spelt out in `searchable_fields` too
 # The meta entries MemoryScope writes itself: a chat message's role, speaker and neighbours
 # (`read_message`), which worker drew an observation and how its time was read
 # (`get_observation*`), the observations an insight came from (`update_insight`), and
@@ -100,7 +100,15 @@ def searchable_fields(node: MemoryNode) -> tuple[Any, ...]:
     """The raw values `searchable_parts` is made of, cheap to take and hashable (meta that is
     not text is left out, as `searchable_parts` leaves it): a cache key for rankers."""
     meta = node.meta
-    return (node.content, node.key, *(value if isinstance(value := meta.get(name), str) else None for name in AROUND_META))
+    # AROUND_META spelt out: this runs for every candidate of every ranking
+    speaker, context, reply = meta.get("speaker"), meta.get("context"), meta.get("reply")
+    return (
+        node.content,
+        node.key,
+        speaker if isinstance(speaker, str) else None,
+        context if isinstance(context, str) else None,
+        reply if isinstance(reply, str) else None,
+    )
 
 
 def parts_of(fields: tuple[Any, ...]) -> tuple[str, str]:

@@ -179,8 +179,22 @@ def _snowball() -> Any:
     return Stemmer.Stemmer("english")
 
 
-@lru_cache(maxsize=65536)
+_STEMS: dict[str, str] = {}  # word -> stem, for the words seen; at most _STEMS_KEPT of them
+_STEMS_KEPT = 65536
+
+
 def stem(word: str) -> str:
+    """`_stem` of `word`, remembered: keyword search and ranking stem every word of every
+    candidate, and a dict lookup is several times cheaper than a call through `lru_cache`."""
+    found = _STEMS.get(word)
+    if found is None:
+        if len(_STEMS) >= _STEMS_KEPT:
+            _STEMS.clear()  # rare; simpler and cheaper than least-recently-used bookkeeping
+        found = _STEMS[word] = _stem(word)
+    return found
+
+
+def _stem(word: str) -> str:
     """`word`'s English Snowball stem: "movies"/"movie" -> "movi", "hobbies" -> "hobbi",
     "painting"/"painted" -> "paint", "running" -> "run", "liked"/"likes" -> "like",
     "jon's" -> "jon", "news" stays "news". Short words, numbers and CJK are kept as they are."""
@@ -193,12 +207,14 @@ def stem(word: str) -> str:
 
 def keyword_terms(text: str) -> list[str]:
     """The stemmed content words of `text`: what a keyword query looks for."""
-    return [stem(word) for word in tokenize(text) if word not in STOPWORDS]
+    stems = _STEMS
+    return [stems.get(word) or stem(word) for word in tokenize(text) if word not in STOPWORDS]
 
 
 def index_terms(text: str) -> list[str]:
     """Every token of `text`, stemmed: what the keyword index of a memory holds."""
-    return [stem(token) for token in tokenize(text)]
+    stems = _STEMS
+    return [stems.get(token) or stem(token) for token in tokenize(text)]
 
 
 def keyword_text(node: MemoryNode) -> str:

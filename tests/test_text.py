@@ -34,3 +34,14 @@ def test_query_and_index_terms_meet() -> None:
     """A query's terms are found among the index terms of a text that inflects them differently."""
     assert keyword_terms("What are Melanie's hobbies?") == keyword_terms("Melanie hobby")
     assert set(keyword_terms("painted sunsets")) <= set(index_terms("I love painting a sunset"))
+
+
+def test_remembered_stems_stay_bounded_and_right(monkeypatch: pytest.MonkeyPatch) -> None:
+    import memoryscope.text as text
+
+    monkeypatch.setattr(text, "_STEMS", {})
+    monkeypatch.setattr(text, "_STEMS_KEPT", 3)
+    words = ["movies", "painting", "hobbies", "running", "studied"]
+    assert [text.stem(word) for word in words] == ["movi", "paint", "hobbi", "run", "studi"]
+    assert len(text._STEMS) <= 3
+    assert text.keyword_terms("Painting movies") == ["paint", "movi"]
