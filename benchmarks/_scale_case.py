@@ -40,12 +40,14 @@ class Case:
     users: tuple[tuple[str, int], ...]  # (user, memories); the first is the measured one
     queries: int = 200
     seed: int = 0
+    reindex: bool = False  # also time a keyword re-index of the whole file, chunk by chunk
 
 
 def run_case(case: Case) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="memoryscope-scale-") as folder:
         database = Path(folder) / "memories.db"
-        with MemoryScope(case.config, overrides={"memory_store.path": str(database)}) as scope:
+        overrides = {"memory_store.path": str(database)}
+        with MemoryScope(case.config, overrides=overrides) as scope:
             store = scope.store
             if store is None:
                 raise SystemExit(f"config {case.config!r} has no memory_store")
@@ -65,7 +67,36 @@ def run_case(case: Case) -> dict[str, Any]:
                 "rss_peak_mb": rss_mb(peak=True),
                 "embedding_calls_during_fill": embedding_calls_during_fill,
             }
+        result["cold_start"] = _cold_start(case, overrides, result["retrieve_ms"]["p95"])
+        if case.reindex:
+            result["keyword_reindex"] = _keyword_reindex(database)
     return result
+
+
+def _cold_start(case: Case, overrides: dict[str, str], warm_p95_ms: float) -> dict[str, Any]:
+    """The first `retrieve_memory` after opening the filled file again (a new MemoryScope, so no
+    in-process cache: what a new process pays, the OS file cache aside), and its ratio to the
+    warm p95. Opening is timed apart: it checks the file, not the user's memories."""
+    started = time.perf_counter()
+    with MemoryScope(case.config, overrides=overrides) as scope:
+        open_s = time.perf_counter() - started
+        rng = np.random.default_rng(case.seed + 2)
+        vector = unit_vectors(1, int(scope.store.embedding_model.dimension), rng)[0]  # type: ignore[union-attr]
+        text = SyntheticText(seed=case.seed).queries(1, rng)[0]
+        times = []
+        for _ in range(2):
+            started = time.perf_counter()
+            scope.default_service.run_operation(
+                "retrieve_memory", MEASURED_USER, query=text, query_time=BASE_TIME + timedelta(days=366), query_vector=vector
+            )
+            times.append(time.perf_counter() - started)
+    first_ms = round(times[0] * 1000, 3)
+    return {
+        "open_ms": round(open_s * 1000, 3),
+        "first_retrieve_ms": first_ms,
+        "second_retrieve_ms": round(times[1] * 1000, 3),
+        "first_to_warm_p95": round(first_ms / warm_p95_ms, 2) if warm_p95_ms else None,
+    }
 
 
 def _fill(store: Any, dimension: int, case: Case) -> float:
@@ -105,6 +136,10 @@ def _time_queries(scope: MemoryScope, dimension: int, case: Case) -> dict[str, A
     template = _recorded_searches(store, lambda: retrieve(0))
     for index in range(1, _WARMUP):
         retrieve(index)
+    # steady state: what the first searches started on background threads (sqlite: keyword posting
+    # lists, matrix snapshot) is done before timing; the cold start below measures the other end
+    getattr(store, "wait_for_background", lambda: None)()
+    retrieve(_WARMUP - 1)
 
     def bare(index: int) -> float:
         started = time.perf_counter()
@@ -132,6 +167,8 @@ def _time_queries(scope: MemoryScope, dimension: int, case: Case) -> dict[str, A
         progress.advance()
     progress.close()
     by_mode = _time_by_mode(store, template, texts[_WARMUP:], vectors[_WARMUP:])
+    stages = stage_profile(store, template, texts[_WARMUP:], vectors[_WARMUP:])
+    same_as_fts = _same_as_fts5(store, template, texts[_WARMUP:], vectors[_WARMUP:])
     embedding_calls = embedder.usage.calls - calls_before
     if embedding_calls:
         raise SystemExit(f"{case.label}: the embedding model was called {embedding_calls} times while timing")
@@ -146,6 +183,8 @@ def _time_queries(scope: MemoryScope, dimension: int, case: Case) -> dict[str, A
             for _, options in template
         ],
         "store_search_by_mode_ms": by_mode,
+        "store_search_stages_ms": stages,
+        "same_as_fts5": same_as_fts,
         "worker_ms_p50": {name: round(statistics.median(values) * 1000, 3) for name, values in workers.items()},
         "memories_returned_p50": statistics.median(returned) if returned else 0,
         "embedding_calls_during_timing": embedding_calls,
@@ -187,3 +226,111 @@ def _time_by_mode(
             seconds.append(time.perf_counter() - started)
         out[mode] = percentiles_ms(seconds)
     return out
+
+
+def _keyword_reindex(database: Path) -> dict[str, Any]:
+    """The keyword re-index an upgrade makes (the recorded version set to another one, then the
+    same chunks an open runs): its whole time and its longest transaction, which is how long
+    another writer can wait."""
+    from memoryscope.stores._sqlite_connections import SqliteConnections
+    from memoryscope.stores._sqlite_reindex import continue_keyword_reindex, start_keyword_reindex
+
+    connections = SqliteConnections(database, busy_timeout_s=60.0)
+    try:
+        with connections.write_transaction() as connection:
+            connection.execute("UPDATE store_meta SET value = 'older' WHERE key = 'keyword_index_version'")
+            start_keyword_reindex(connection)
+        started = time.perf_counter()
+        report = continue_keyword_reindex(connections, database)
+        total_s = time.perf_counter() - started
+    finally:
+        connections.close()
+    return {
+        "rows": report.rows,
+        "chunks": report.chunks,
+        "total_s": round(total_s, 2),
+        "longest_transaction_s": round(report.longest_chunk_s, 3),
+    }
+
+
+def _same_as_fts5(
+    store: Any, template: list[tuple[Any, dict[str, Any]]], texts: list[str], vectors: np.ndarray
+) -> dict[str, Any]:
+    """`sqlite_memory_store` ranks a large user's keyword search from posting lists in memory; the
+    recorded searches (top_k as recorded, 120) again through a second store object on the same file
+    that leaves every keyword search to FTS5: the share of queries whose ids come out the same, in
+    the same order, and the mean share of ids in common. At most 50 queries; empty for other stores."""
+    if not hasattr(store, "_searcher"):
+        return {}
+    options = {**store.params.model_dump(exclude={"embedding_model"}), "keyword_in_memory_from": 10**12}
+    reference = type(store)(embedding_model=store.embedding_model, **options)  # the same knobs as the config's
+    same, overlap = 0, []
+    try:
+        count = min(50, len(texts))
+        for index in range(count):
+            for memory_filter, options in template:
+                ours = [n.memory_id for n in store.search(memory_filter, query=texts[index], vector=vectors[index], **options)]
+                theirs = [
+                    n.memory_id for n in reference.search(memory_filter, query=texts[index], vector=vectors[index], **options)
+                ]
+                same += ours == theirs
+                overlap.append(len(set(ours) & set(theirs)) / max(len(theirs), 1))
+    finally:
+        reference.close()
+    return {
+        "searches": len(overlap),
+        "identical_share": round(same / max(len(overlap), 1), 4),
+        "mean_overlap": round(float(np.mean(overlap)), 4),
+    }
+
+
+def stage_profile(
+    store: Any, template: list[tuple[Any, dict[str, Any]]], texts: list[str], vectors: np.ndarray
+) -> dict[str, Any]:
+    """Where a hybrid store search of `sqlite_memory_store` spends its time: the recorded searches
+    replayed stage by stage through the store's own parts, one after the other (in a real search
+    the dense and keyword halves of a large user overlap on two threads). At most 50 queries; ms
+    p50/p95 of each stage. Empty for other stores."""
+    from memoryscope.stores import _sqlite_search as search_module  # the parts of this one store
+    from memoryscope.stores.fusion import reciprocal_rank_fusion
+
+    searcher = getattr(store, "_searcher", None)
+    if searcher is None:
+        return {}
+    stages: dict[str, list[float]] = {name: [] for name in ("filter_mask", "dense", "keyword", "fusion", "load_nodes")}
+    connection = store._connections.connection()
+    for index in range(min(50, len(texts))):
+        spent = dict.fromkeys(stages, 0.0)
+        for memory_filter, options in template:
+            depth = max(options["top_k"], store.params.hybrid_candidates)
+            clock = time.perf_counter()
+            allowed = search_module._allowed_row_ids(connection, memory_filter)
+            matrix = searcher._cache.matrix(memory_filter.user_name)
+            with matrix.lock:
+                search_module.refresh(connection, matrix, memory_filter.user_name)
+                mask = matrix.mask(memory_filter, allowed)
+                checked = (mask, matrix.version, matrix.share(mask))
+            clock = _lap(spent, "filter_mask", clock)
+            dense = matrix.nearest(vectors[index], mask, depth)
+            clock = _lap(spent, "dense", clock)
+            match = searcher._words.match(connection, memory_filter.user_name, texts[index])
+            keyword = searcher._keyword_checked(connection, matrix, memory_filter, match, depth, checked) if match else []
+            clock = _lap(spent, "keyword", clock)
+            fused = reciprocal_rank_fusion(
+                [[row_id for row_id, _ in dense], [row_id for row_id, _ in keyword]],
+                weights=[1.0, store.params.hybrid_keyword_weight],
+            )
+            clock = _lap(spent, "fusion", clock)
+            nodes = getattr(store, "_nodes", None)  # decoded nodes kept between searches, where the store has them
+            load = nodes.load if nodes is not None else search_module.load_nodes
+            load(connection, fused[: options["top_k"]])
+            _lap(spent, "load_nodes", clock)
+        for name, seconds in spent.items():
+            stages[name].append(seconds)
+    return {name: percentiles_ms(seconds) for name, seconds in stages.items()}
+
+
+def _lap(spent: dict[str, float], stage: str, started: float) -> float:
+    now = time.perf_counter()
+    spent[stage] += now - started
+    return now

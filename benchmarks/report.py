@@ -150,8 +150,44 @@ def scale_markdown(result: dict[str, Any]) -> str:
                 + " | ".join(_fmt(workers.get(name), 2) for name in _workers(split))
                 + " |"
             )
+    lines += _scale_stages_and_cold_start(_scale_rows(result))
     lines.append("")
     return "\n".join(lines)
+
+
+_STAGES = ("filter_mask", "dense", "keyword", "fusion", "load_nodes")
+
+
+def _scale_stages_and_cold_start(rows: list[tuple[str, dict[str, Any]]]) -> list[str]:
+    """The store search stage by stage, the first retrieve after opening, and the keyword re-index."""
+    lines: list[str] = []
+    staged = [(label, v) for label, v in rows if v.get("store_search_stages_ms") or v.get("cold_start")]
+    if staged:
+        lines += [
+            "",
+            "The store search stage by stage, one after the other (p50 / p95, ms; 50 queries), and the first retrieve "
+            "after opening the file again (a new store object: no in-process cache):",
+            "",
+            "| user's memories | " + " | ".join(_STAGES) + " | open ms | first retrieve ms | first / warm p95 |",
+            "|---|" + "---|" * (len(_STAGES) + 3),
+        ]
+        for label, v in staged:
+            stages, cold = v.get("store_search_stages_ms") or {}, v.get("cold_start") or {}
+            cells = [
+                f"{_fmt(stages[name]['p50'], 2)} / {_fmt(stages[name]['p95'], 2)}" if name in stages else "" for name in _STAGES
+            ]
+            cold_cells = [
+                _fmt(cold.get("open_ms"), 1),
+                _fmt(cold.get("first_retrieve_ms"), 1),
+                _fmt(cold.get("first_to_warm_p95"), 1),
+            ]
+            lines.append(f"| {label} | " + " | ".join(cells + cold_cells) + " |")
+    reindexed = [(label, v["keyword_reindex"]) for label, v in rows if "keyword_reindex" in v]
+    if reindexed:
+        lines += ["", "| keyword re-index of | rows | chunks | total s | longest transaction s |", "|---|---|---|---|---|"]
+        for label, r in reindexed:
+            lines.append(f"| {label} | {r['rows']:,} | {r['chunks']} | {r['total_s']} | {r['longest_transaction_s']} |")
+    return lines
 
 
 def _workers(rows: list[tuple[str, dict[str, Any]]]) -> list[str]:

@@ -8,7 +8,12 @@ see `_synthetic.py`) and random unit vectors given to `upsert` (nothing is embed
 `--queries` queries are timed, each both through `retrieve_memory` with a precomputed
 `query_vector` (model time excluded; the text still drives keyword search) and as the bare store
 search(es) the retrieve worker makes (same filter, mode and top_k). Reported: p50/p95 of each,
-their ratio (`overhead_ratio`, from the p50s), insert throughput, disk size, process RSS.
+their ratio (`overhead_ratio`, from the p50s), insert throughput, disk size, process RSS; the
+store search stage by stage (`store_search_stages_ms`: filter masks, dense, keyword, fusion,
+loading nodes); and the cold start (`cold_start`): the file opened again by a new MemoryScope and
+its first `retrieve_memory` timed, with its ratio to the warm p95; for `sqlite_memory_store` whether
+its keyword ranking from memory gives the same results as FTS5 (`same_as_fts5`); with
+`--reindex`, a keyword re-index of each file and its longest transaction (`keyword_reindex`).
 
 `--crowd`: the same measurement for a 1k-memory user alone in a store, and inside a store of
 `--crowd-total` memories (other users of `--crowd-user-size` memories each), under `"crowd"`.
@@ -39,16 +44,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         users = [(MEASURED_USER, size)]
         others = int(size * args.background)
         users += [(f"other-{i}", others // _BACKGROUND_USERS) for i in range(_BACKGROUND_USERS) if others // _BACKGROUND_USERS]
-        result["sizes"][str(size)] = _isolated(Case(f"size {size}", args.config, tuple(users), args.queries, args.seed))
+        result["sizes"][str(size)] = _isolated(
+            Case(f"size {size}", args.config, tuple(users), args.queries, args.seed, args.reindex)
+        )
     if args.crowd:
-        alone = _isolated(Case("crowd: alone", args.config, ((MEASURED_USER, args.crowd_user_size),), args.queries, args.seed))
+        alone = _isolated(
+            Case("crowd: alone", args.config, ((MEASURED_USER, args.crowd_user_size),), args.queries, args.seed, args.reindex)
+        )
         crowd_users = [(MEASURED_USER, args.crowd_user_size)]
         left, index = args.crowd_total - args.crowd_user_size, 0
         while left > 0:
             crowd_users.append((f"crowd-{index}", min(args.crowd_user_size, left)))
             left -= crowd_users[-1][1]
             index += 1
-        crowded = _isolated(Case("crowd: crowded", args.config, tuple(crowd_users), args.queries, args.seed))
+        crowded = _isolated(Case("crowd: crowded", args.config, tuple(crowd_users), args.queries, args.seed, args.reindex))
         result["crowd"] = {
             "user_memories": args.crowd_user_size,
             "store_total": args.crowd_total,
@@ -78,6 +87,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--crowd-total", type=int, default=1_000_000, help="memories in the crowded store")
     parser.add_argument("--crowd-user-size", type=int, default=1000, help="memories of each user in the crowd case")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--reindex", action="store_true", help="also time a keyword re-index of each file (its longest transaction)"
+    )
     return parser
 
 
@@ -129,6 +141,32 @@ def _print_summary(result: dict[str, Any]) -> None:
     if "crowd" in result:
         crowd = result["crowd"]
         print(f"crowded/alone retrieve p50 ratio {crowd['retrieve_p50_ratio']}, p95 ratio {crowd['retrieve_p95_ratio']}")
+    stage_names = ("filter_mask", "dense", "keyword", "fusion", "load_nodes")
+    print("\nstore search by stage, one after the other (ms p50/p95), and the first retrieve after opening the file")
+    rows = []
+    for label, values in cases:
+        stages = values.get("store_search_stages_ms") or {}
+        cold = values.get("cold_start") or {}
+        rows.append(
+            [label]
+            + [f"{stages[name]['p50']:.2f}/{stages[name]['p95']:.2f}" if name in stages else "-" for name in stage_names]
+            + [cold.get("open_ms", "-"), cold.get("first_retrieve_ms", "-"), cold.get("first_to_warm_p95", "-")]
+        )
+    print_table(["user size", *stage_names, "open ms", "cold retrieve ms", "cold / warm p95"], rows)
+    compared = [(label, values["same_as_fts5"]) for label, values in cases if values.get("same_as_fts5")]
+    if compared:
+        print("\nthe same searches with every keyword search left to FTS5: identical results (share), ids in common")
+        print_table(
+            ["user size", "searches", "identical", "mean overlap"],
+            [[label, c["searches"], c["identical_share"], c["mean_overlap"]] for label, c in compared],
+        )
+    reindexed = [(label, values["keyword_reindex"]) for label, values in cases if "keyword_reindex" in values]
+    if reindexed:
+        print("\nkeyword re-index of the whole file (as after an upgrade)")
+        print_table(
+            ["user size", "rows", "chunks", "total s", "longest transaction s"],
+            [[label, r["rows"], r["chunks"], r["total_s"], r["longest_transaction_s"]] for label, r in reindexed],
+        )
 
 
 if __name__ == "__main__":

@@ -119,4 +119,4 @@ def test_a_long_memory_is_stored_whole_but_embedded_cut(tmp_path: Path, server: 
         worker.run(MemoryContext(user_name="ann", messages=(Message("user", long, SAID),)))
         assert [node.content for node in store.scan(MemoryFilter(user_name="ann"))] == [long.strip()]
     sent = embedding_requests(server)[-1].body["input"][0]
-    assert len(sent) < 200 and f"ann: {long}".startswith(sent)
+    assert len(sent) < 200 and f'ann said, "{long}"'.startswith(sent)

@@ -8,6 +8,8 @@ what it would alone.
 A matrix remembers the change-log position (`seq`) it reflects. Before a search, one indexed
 lookup tells whether the user changed since (in this process or another); if so the matrix
 replays just the changed rows, or reloads when the log was pruned past it or too much changed.
+A large user's matrix is also saved beside the file as a packed snapshot (`_sqlite_snapshot`),
+from which a new process starts instead of reading every row.
 
 A damaged vector (wrong size, not a blob, not numbers: written by another program or a failing
 disk) leaves its memory out of the matrix, with a warning naming it; the others stay searchable.
@@ -27,6 +29,7 @@ import numpy as np
 
 from memoryscope.memory import MemoryStatus, MemoryType
 from memoryscope.stores._sqlite_schema import TIME_FIELDS, time_bounds
+from memoryscope.stores._sqlite_snapshot import SnapshotWriter, pack
 from memoryscope.stores.base import MemoryFilter
 
 __all__ = ["VECTOR_ADVICE", "MatrixCache", "UserMatrix", "vector_damage"]
@@ -124,6 +127,20 @@ class UserMatrix:
         self._target_codes.clear()
         self._workspace_codes.clear()
         self._allocate(capacity)
+
+    def code_names(self) -> tuple[list[str], list[str]]:
+        """The target and workspace names in the order of their codes (for a snapshot)."""
+        return list(self._target_codes), list(self._workspace_codes)
+
+    def restored(self, size: int, target_names: Sequence[str], workspace_names: Sequence[str], seq: int) -> None:
+        """After a snapshot filled the first `size` rows of the arrays (`_sqlite_snapshot`):
+        take them as the matrix at change-log position `seq`."""
+        self.version += 1
+        self.size = size
+        self.seq = seq
+        self._position = dict(zip(self.row_ids[:size].tolist(), range(size), strict=True))
+        self._target_codes = {name: code for code, name in enumerate(target_names)}
+        self._workspace_codes = {name: code for code, name in enumerate(workspace_names)}
 
     def append(self, rows: Sequence[Sequence[Any]]) -> Damage:
         """Add rows (as selected by `_MATRIX_SELECT`) that are not in the matrix yet; returns those
@@ -297,8 +314,10 @@ def _cosines(unit_rows: np.ndarray, query: np.ndarray) -> np.ndarray:
     return np.einsum("ij,j->i", unit_rows, query)
 
 
-def refresh(connection: sqlite3.Connection, matrix: UserMatrix, user_name: str) -> None:
-    """Bring `matrix` up to date with the database; the caller holds `matrix.lock`."""
+def refresh(connection: sqlite3.Connection, matrix: UserMatrix, user_name: str, snapshots: SnapshotWriter | None = None) -> None:
+    """Bring `matrix` up to date with the database; the caller holds `matrix.lock`. With
+    `snapshots`, a matrix never loaded starts from the user's snapshot if there is one, and a
+    large user's matrix loaded row by row is saved as one."""
     user_last, pruned_through = connection.execute(_STALENESS_SQL, (user_name,)).fetchone()
     if matrix.seq >= 0 and matrix.seq >= pruned_through and (user_last or 0) <= matrix.seq:
         return  # the hot path: nothing changed for this user
@@ -307,11 +326,13 @@ def refresh(connection: sqlite3.Connection, matrix: UserMatrix, user_name: str) 
     try:
         head = connection.execute(_HEAD_SQL).fetchone()[0]
         pruned_through = connection.execute(_PRUNED_SQL).fetchone()[0]
+        from_snapshot = matrix.seq < 0 and snapshots is not None and snapshots.read(connection, matrix, user_name, pruned_through)
         changed = None
         if 0 <= pruned_through <= matrix.seq:
             sql = "SELECT DISTINCT row_id FROM memory_changes WHERE user_name = ? AND seq > ?"
             changed = [row_id for (row_id,) in connection.execute(sql, (user_name, matrix.seq))]
-        if changed is None or len(changed) > max(1024, matrix.size // 4):
+        reloaded = changed is None or len(changed) > max(1024, matrix.size // 4)
+        if changed is None or reloaded:
             damage = _reload(connection, matrix, user_name)
         else:
             # `+` keeps SQLite from walking the user's index: the changed row ids are the few rows to read
@@ -322,6 +343,10 @@ def refresh(connection: sqlite3.Connection, matrix: UserMatrix, user_name: str) 
             _warn(connection, damage)
     finally:
         connection.execute("COMMIT")
+    # a snapshot far behind costs a long replay on every start: save a newer one too
+    stale = from_snapshot and changed is not None and len(changed) > max(1024, matrix.size // 16)
+    if snapshots is not None and (reloaded or stale) and matrix.size >= snapshots.from_rows:
+        snapshots.submit(user_name, pack(matrix, head))
 
 
 def _warn(connection: sqlite3.Connection, damage: Damage) -> None:

@@ -24,10 +24,9 @@ from pathlib import Path
 from memoryscope.errors import StoreError
 from memoryscope.models.base import EmbeddingModel
 from memoryscope.stores._sqlite_cache import VECTOR_ADVICE, vector_damage
-from memoryscope.stores._sqlite_keyword import rebuild_keyword_index
 from memoryscope.stores._sqlite_metadata import update_metadata_index
+from memoryscope.stores._sqlite_reindex import continue_keyword_reindex, start_keyword_reindex
 from memoryscope.stores._sqlite_schema import (
-    KEYWORD_INDEX_VERSION,
     NODE_COLUMNS,
     ROWID_SPAN,
     SCHEMA_SCRIPT,
@@ -82,12 +81,14 @@ class SqliteConnections:
             connection.executescript("BEGIN IMMEDIATE;" + SCHEMA_SCRIPT)
             try:
                 recorded = self._check_recorded_model(connection, embedding_model.model_name, dimension, allow_model_change)
-                _update_keyword_index(connection, self.path)
+                reindex = start_keyword_reindex(connection)
                 update_metadata_index(connection, self.path)
             except BaseException:
                 connection.execute("ROLLBACK")
                 raise
             connection.execute("COMMIT")
+            if reindex:  # in chunks of short transactions, after the open's own one
+                continue_keyword_reindex(self, self.path)
         except sqlite3.Error as error:
             if _is_damage(error):
                 raise StoreError(damaged_message(self.path, f"SQLite says {error}")) from None
@@ -199,17 +200,6 @@ class SqliteConnections:
             for _, connection in self._connections:
                 connection.close()
             self._connections = []
-
-
-def _update_keyword_index(connection: sqlite3.Connection, path: Path) -> None:
-    """Re-index a file whose keyword index an older MemoryScope built (once, when opened)."""
-    found = connection.execute("SELECT value FROM store_meta WHERE key = 'keyword_index_version'").fetchone()
-    if found is not None and found[0] == KEYWORD_INDEX_VERSION:
-        return
-    rebuild_keyword_index(connection, path)
-    connection.execute(
-        "INSERT OR REPLACE INTO store_meta (key, value) VALUES ('keyword_index_version', ?)", (KEYWORD_INDEX_VERSION,)
-    )
 
 
 def damaged_message(path: Path, found: str) -> str:

@@ -21,30 +21,21 @@ Filters besides the user are checked on the candidates afterwards, with the per-
 
 from __future__ import annotations
 
-import logging
 import sqlite3
 import threading
 from collections.abc import Sequence
 
 from memoryscope.stores._sqlite_schema import (
-    NODE_COLUMNS,
     ROWID_SPAN,
-    assign_keyword_slots,
     filter_sql,
-    node_from_row,
-    scope_token,
     scoped_words,
     words_rowid,
 )
 from memoryscope.stores.base import MemoryFilter
-from memoryscope.text import keyword_query, keyword_text
+from memoryscope.text import keyword_query
 
-__all__ = ["KeywordIndex", "first_kept", "match_expression", "rebuild_keyword_index"]
+__all__ = ["KeywordIndex", "first_kept", "match_expression"]
 
-logger = logging.getLogger("memoryscope.stores.sqlite")
-# re-indexing this many memories takes seconds: say so, and how far it got
-_REINDEX_NOTICE_FROM = 20_000
-_REINDEX_CHUNK = 10_000
 
 # `-bm25`: higher is better. Weight 0 for `scope`, 1 for `words`, as always.
 _RANKED = (
@@ -144,34 +135,3 @@ def first_kept(hits: Sequence[tuple[int, float]], kept: Sequence[bool], limit: i
     """The first `limit` of `hits` whose `kept` flag is set."""
     out = [hit for hit, keep in zip(hits, kept, strict=True) if keep]
     return out[:limit]
-
-
-def rebuild_keyword_index(connection: sqlite3.Connection, path: object = "") -> int:
-    """Re-make every row of `memory_words` with the current `keyword_text`; how many rows.
-    In chunks, so a big file is not held in memory at once; a big one is announced in the log."""
-    assign_keyword_slots(connection)
-    total = connection.execute("SELECT count(*) FROM memories").fetchone()[0]
-    if total >= _REINDEX_NOTICE_FROM:
-        logger.warning("re-indexing the keywords of %d memories in %s (once, after an upgrade)", total, path)
-    connection.execute("DELETE FROM memory_words")
-    cursor = connection.execute(
-        f"SELECT s.slot, m.row_id, {', '.join(f'm.{name}' for name in NODE_COLUMNS)} "
-        "FROM memories AS m JOIN keyword_scopes AS s ON s.user_name = m.user_name"
-    )
-    done = 0
-    try:
-        while rows := cursor.fetchmany(_REINDEX_CHUNK):
-            connection.executemany(
-                "INSERT INTO memory_words (rowid, scope, words) VALUES (?, ?, ?)",
-                [
-                    (words_rowid(row[0], row[1]), scope_token(row[3]), scoped_words(row[0], keyword_text(node_from_row(row[2:]))))
-                    for row in rows
-                ],
-            )
-            done += len(rows)
-            logger.info("re-indexed the keywords of %d of %d memories", done, total)
-    finally:
-        cursor.close()
-    if total >= _REINDEX_NOTICE_FROM:
-        logger.warning("re-indexed the keywords of %d memories in %s", done, path)
-    return done

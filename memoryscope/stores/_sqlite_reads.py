@@ -13,8 +13,9 @@ from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryNode
 from memoryscope.models.base import EmbeddingModel
 from memoryscope.stores._sqlite_connections import SqliteConnections
+from memoryscope.stores._sqlite_nodes import NodeCache
 from memoryscope.stores._sqlite_schema import NODE_COLUMNS, decoded_nodes, filter_sql, validate_filter
-from memoryscope.stores._sqlite_search import Searcher, load_nodes
+from memoryscope.stores._sqlite_search import Searcher
 from memoryscope.stores.base import MemoryFilter, SearchMode
 
 __all__ = ["SqliteReads"]
@@ -28,6 +29,7 @@ class SqliteReads:
 
     _connections: SqliteConnections
     _searcher: Searcher
+    _nodes: NodeCache
     embedding_model: EmbeddingModel
     params: Any
 
@@ -122,7 +124,7 @@ class SqliteReads:
         mode: SearchMode = SearchMode.HYBRID,
         top_k: int = 10,
     ) -> list[MemoryNode]:
-        """Dense scores are cosines, keyword scores BM25 (higher is better), hybrid scores fused ranks.
+        """Dense scores are cosines, keyword scores BM25 (higher is better), hybrid scores fused (`hybrid_fusion`).
 
         Hybrid without a query (only `vector`) is dense ranking with fused scores.
         """
@@ -148,11 +150,12 @@ class SqliteReads:
                     ranked = self._searcher.dense(connection, memory_filter, query_vector, top_k)
                 else:
                     depth = max(top_k, self.params.hybrid_candidates)
+                    params = self.params
                     fused = self._searcher.hybrid(
-                        connection, memory_filter, query, query_vector, depth, self.params.hybrid_keyword_weight
+                        connection, memory_filter, query, query_vector, depth, params.hybrid_keyword_weight, params.hybrid_fusion
                     )
                     ranked = fused[:top_k]
-            return load_nodes(connection, ranked)
+            return self._nodes.load(connection, ranked)
 
     def _query_vector(self, query: str | None, vector: np.ndarray | None) -> np.ndarray:
         if vector is not None:

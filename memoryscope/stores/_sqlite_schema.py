@@ -12,6 +12,8 @@ Tables
   the user's, whatever the size of the store (see `_sqlite_keyword`).
 - `memory_changes`: a change log filled by triggers (every insert, update and delete of a node,
   by any connection of any process). In-memory matrices replay it to catch up incrementally.
+- `matrix_snapshot_files`: which file beside this one holds a packed copy of a large user's in-memory
+  matrix, so a new process loads it in one read (`_sqlite_snapshot`); only a cache, never the truth.
 - `memory_meta`: the indexed values of each memory's `meta`, for metadata filters (`_sqlite_metadata`).
 - `store_meta`: schema version, embedding model name and dimension, change-log pruning point.
 
@@ -114,6 +116,17 @@ CREATE TABLE IF NOT EXISTS memory_changes (
     row_id INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS memory_changes_user ON memory_changes (user_name, seq);
+
+-- the current packed copy of large users' matrices (a file beside this one), as of change-log
+-- position `seq` (`_sqlite_snapshot`)
+CREATE TABLE IF NOT EXISTS matrix_snapshot_files (
+    user_name TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    rows INTEGER NOT NULL,
+    dimension INTEGER NOT NULL,
+    names TEXT NOT NULL,
+    file TEXT NOT NULL
+);
 """
 
 # The rowid of a user's `memory_words` row: `slot * ROWID_SPAN + row_id` (`words_rowid`).

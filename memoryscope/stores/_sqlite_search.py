@@ -1,10 +1,12 @@
 """The three searches of `sqlite_memory_store` over one user, and loading their nodes.
 
-Each returns `(row_id, score)` best first; `load_nodes` turns them into scored nodes with one
-SQL query. The dense list comes from the user's in-memory matrix (`_sqlite_cache`); the keyword
-list from FTS5 within the user's rowid range (`_sqlite_keyword`), its candidates then checked
-against the same filter mask the dense half computed, so a hybrid search makes no per-row SQL
-lookups beyond loading the nodes it returns.
+Each returns `(row_id, score)` best first; the store turns them into scored nodes through
+`_sqlite_nodes.NodeCache` (`load_nodes` is the same with one SQL query and nothing kept). The
+dense list comes from the user's in-memory matrix (`_sqlite_cache`); the keyword list is FTS5's
+BM25 ranking within the user's rowid range (`_sqlite_keyword`), computed from posting lists in
+memory for a large user (`_sqlite_bm25`), its candidates then checked against the same filter
+mask the dense half computed, so a hybrid search makes no per-row SQL lookups beyond loading
+the nodes it returns.
 """
 
 from __future__ import annotations
@@ -20,13 +22,15 @@ from typing import Any
 import numpy as np
 
 from memoryscope.memory import MemoryNode
+from memoryscope.stores._sqlite_bm25 import MemoryWords
 from memoryscope.stores._sqlite_cache import MatrixCache, UserMatrix, refresh
 from memoryscope.stores._sqlite_connections import SqliteConnections
 from memoryscope.stores._sqlite_keyword import KeywordIndex, first_kept
 from memoryscope.stores._sqlite_metadata import metadata_row_ids_sql
 from memoryscope.stores._sqlite_schema import NODE_COLUMNS, decoded_nodes
+from memoryscope.stores._sqlite_snapshot import SnapshotWriter
 from memoryscope.stores.base import MemoryFilter
-from memoryscope.stores.fusion import reciprocal_rank_fusion
+from memoryscope.stores.fusion import Fusion, fuse
 
 __all__ = ["PARALLEL_FROM_ROWS", "Searcher", "load_nodes"]
 
@@ -48,18 +52,51 @@ class Searcher:
     ~10 ms). Small users stay on one thread, where handing work over would cost more than it saves.
     """
 
-    def __init__(self, cache: MatrixCache, words: KeywordIndex, connections: SqliteConnections) -> None:
+    def __init__(
+        self,
+        cache: MatrixCache,
+        words: KeywordIndex,
+        connections: SqliteConnections,
+        snapshots: SnapshotWriter | None = None,
+        memory_words: MemoryWords | None = None,
+    ) -> None:
         self._cache = cache
         self._words = words
         self._connections = connections
+        self._snapshots = snapshots
+        self._memory_words = memory_words
         self._executor: ThreadPoolExecutor | None = None
         self._executor_lock = threading.Lock()
 
     def close(self) -> None:
+        if self._memory_words is not None:
+            self._memory_words.close()
+        if self._snapshots is not None:
+            self._snapshots.wait()  # a snapshot under way is worth finishing: the next process starts from it
         with self._executor_lock:
             if self._executor is not None:
                 self._executor.shutdown(wait=True)
                 self._executor = None
+
+    def wait_for_background(self) -> None:
+        """Until the snapshots and posting lists being built on background threads are done."""
+        if self._snapshots is not None:
+            self._snapshots.wait()
+        if self._memory_words is not None:
+            self._memory_words.wait()
+
+    def _ranked(
+        self, connection: sqlite3.Connection, user_name: str, match: str, limit: int | None, user_rows: int
+    ) -> list[tuple[int, float]]:
+        """FTS5's BM25 ranking of `match` among the user's memories: computed from posting lists
+        in memory for a large user (`_sqlite_bm25`, the same numbers), else by FTS5."""
+        if self._memory_words is not None and user_rows >= self._memory_words.from_rows:
+            slot = self._words.slot(connection, user_name)
+            if slot is not None:
+                found = self._memory_words.ranked(connection, user_name, slot, match, limit, user_rows)
+                if found is not None:
+                    return found
+        return self._words.ranked(connection, user_name, match, limit)
 
     def _helper(self) -> ThreadPoolExecutor:
         with self._executor_lock:
@@ -73,7 +110,7 @@ class Searcher:
         allowed = _allowed_row_ids(connection, memory_filter)
         matrix = self._cache.matrix(memory_filter.user_name)
         with matrix.lock:
-            refresh(connection, matrix, memory_filter.user_name)
+            refresh(connection, matrix, memory_filter.user_name, self._snapshots)
             return matrix.nearest(query_vector, matrix.mask(memory_filter, allowed), top_k)
 
     def keyword(
@@ -82,14 +119,14 @@ class Searcher:
         match = self._words.match(connection, memory_filter.user_name, query)
         if match is None:
             return []
-        if _only_user(memory_filter):
-            return self._words.ranked(connection, memory_filter.user_name, match, top_k)
         matrix = self._cache.loaded(memory_filter.user_name)
+        if _only_user(memory_filter):
+            return self._ranked(connection, memory_filter.user_name, match, top_k, matrix.size if matrix else 0)
         if matrix is None:  # not worth loading every vector of the user for one keyword search
             return self._words.ranked_filtered(connection, memory_filter, match, top_k)
         allowed = _allowed_row_ids(connection, memory_filter)
         with matrix.lock:
-            refresh(connection, matrix, memory_filter.user_name)
+            refresh(connection, matrix, memory_filter.user_name, self._snapshots)
             mask = matrix.mask(memory_filter, allowed)
             checked = (mask, matrix.version, matrix.share(mask))
         return self._keyword_checked(connection, matrix, memory_filter, match, top_k, checked)
@@ -102,29 +139,30 @@ class Searcher:
         query_vector: np.ndarray,
         depth: int,
         keyword_weight: float,
+        fusion: Fusion = "rrf",
     ) -> list[tuple[int, float]]:
-        """Both lists `depth` deep, fused by reciprocal rank (the keyword list weighted)."""
+        """Both lists `depth` deep, fused by `fusion` (the keyword list weighted)."""
         allowed = _allowed_row_ids(connection, memory_filter)
         matrix = self._cache.matrix(memory_filter.user_name)
         match = self._words.match(connection, memory_filter.user_name, query) if query else None
         pending: Future[list[tuple[int, float]]] | None = None
         with matrix.lock:
-            refresh(connection, matrix, memory_filter.user_name)
+            refresh(connection, matrix, memory_filter.user_name, self._snapshots)
             mask = matrix.mask(memory_filter, allowed)
             checked = (mask, matrix.version, matrix.share(mask))
             if match is not None and matrix.size >= PARALLEL_FROM_ROWS:
                 pending = self._helper().submit(self._keyword_on_helper, matrix, memory_filter, match, depth, checked)
             dense = matrix.nearest(query_vector, mask, depth)
-        lists = [[row_id for row_id, _ in dense]]
+        lists = [dense]
         weights = [1.0]
         if match is not None:
             if pending is not None:
                 keyword = pending.result()
             else:
                 keyword = self._keyword_checked(connection, matrix, memory_filter, match, depth, checked)
-            lists.append([row_id for row_id, _ in keyword])
+            lists.append(keyword)
             weights.append(keyword_weight)
-        return reciprocal_rank_fusion(lists, weights=weights)
+        return fuse(fusion, lists, weights)
 
     def _keyword_on_helper(
         self,
@@ -153,10 +191,10 @@ class Searcher:
         mask, version, share = checked
         user_name = memory_filter.user_name
         if mask is None:  # the filter keeps every row of the user: the rowid range is the filter
-            return self._words.ranked(connection, user_name, match, limit)
+            return self._ranked(connection, user_name, match, limit, matrix.size)
         fetch: int | None = math.ceil(limit / max(share, 1e-3) * _OVERFETCH) + 16
         while True:
-            hits = self._words.ranked(connection, user_name, match, fetch)
+            hits = self._ranked(connection, user_name, match, fetch, matrix.size)
             with matrix.lock:
                 kept = matrix.kept([row_id for row_id, _ in hits], mask) if matrix.version == version else None
             if kept is None:  # the matrix moved on meanwhile, or a row is new: let SQL check each row

@@ -7,9 +7,17 @@
   trigger-filled change log, so writes from any process are seen by the next search.
 - Keyword search: FTS5 `bm25()` over `memoryscope.text.keyword_text` (the words every store
   indexes: stemmed, jieba for Chinese), each word prefixed with the user's slot so posting lists
-  and word frequencies are the user's own, in a per-user rowid range (`_sqlite_keyword`).
-- Hybrid search: reciprocal rank fusion (k = 60) of the dense and keyword lists, the keyword list
-  weighted by `hybrid_keyword_weight` (`_sqlite_search`).
+  and word frequencies are the user's own, in a per-user rowid range (`_sqlite_keyword`). For a
+  large user the same BM25 scores are computed with numpy from posting lists kept in memory
+  (`_sqlite_bm25`): FTS5 spends ~90% of a search scoring matches one call at a time.
+- Search results: decoded nodes are kept between searches, checked against the change log (`_sqlite_nodes`).
+- Keyword re-index after an upgrade: in short resumable chunks, other writers carry on (`_sqlite_reindex`).
+- Hybrid search: the dense and keyword lists merged by `hybrid_fusion` (`memoryscope.stores.fusion`:
+  reciprocal ranks, or scores scaled to [0, 1]), the keyword list weighted by
+  `hybrid_keyword_weight` (`_sqlite_search`).
+- Cold start: a large user's matrix is also kept beside the file as a packed snapshot tagged
+  with its change-log position, so a new process reads it at once and replays the log since
+  (`_sqlite_snapshot`).
 - Metadata filters: an index of each memory's `meta` values, written with the memory (`_sqlite_metadata`).
 - Re-embedding after a model change (`allow_model_change=True`, then `reembed`): resumable, in
   a side table, switched in one transaction (`_sqlite_reembed`).
@@ -25,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memoryscope.errors import StoreError
 from memoryscope.history import ChangeSource, MemoryChange, changes_of_delete, changes_of_write
@@ -34,10 +41,13 @@ from memoryscope.models.base import EmbeddingModel
 from memoryscope.progress import Progress
 from memoryscope.stores import _sqlite_history as history
 from memoryscope.stores import _sqlite_leases as leases
+from memoryscope.stores._sqlite_bm25 import MemoryWords
 from memoryscope.stores._sqlite_cache import MatrixCache
 from memoryscope.stores._sqlite_connections import SqliteConnections, check_store, file_problems
 from memoryscope.stores._sqlite_keyword import KeywordIndex
 from memoryscope.stores._sqlite_metadata import write_metadata
+from memoryscope.stores._sqlite_nodes import NodeCache
+from memoryscope.stores._sqlite_params import SqliteStoreParams
 from memoryscope.stores._sqlite_reads import SqliteReads
 from memoryscope.stores._sqlite_reembed import reembed_file
 from memoryscope.stores._sqlite_schema import (
@@ -51,6 +61,7 @@ from memoryscope.stores._sqlite_schema import (
     validate_filter,
 )
 from memoryscope.stores._sqlite_search import Searcher
+from memoryscope.stores._sqlite_snapshot import SnapshotWriter
 from memoryscope.stores.base import (
     STORES,
     MemoryFilter,
@@ -60,6 +71,7 @@ from memoryscope.stores.base import (
     unmet_requirements,
     validated_params,
 )
+from memoryscope.stores.fusion import Fusion
 from memoryscope.text import keyword_text
 
 __all__ = ["SqliteMemoryStore"]
@@ -80,49 +92,7 @@ _IDS_PARAM = "(SELECT j.value FROM json_each(?) AS j)"
 class SqliteMemoryStore(SqliteReads, MemoryStore):
     """Memories, vectors and keyword index in one SQLite file; safe across threads and processes."""
 
-    class Params(BaseModel):
-        """The YAML keys under `memory_store:` (besides `class`)."""
-
-        model_config = ConfigDict(extra="forbid", frozen=True)
-
-        path: Path = Field(
-            default=Path("~/.memoryscope/default.db"),
-            validate_default=True,  # so the default's `~` is expanded too
-            description="The SQLite file (`~` expanded); created with its folder.",
-        )
-        embedding_model: str = Field(
-            default="embedding_model", description="Key under `model:` of the embedding model that makes the vectors."
-        )
-        busy_timeout_s: float = Field(
-            default=30.0, gt=0, description="How long a write waits for another writer (thread or process) before failing."
-        )
-        cache_max_users: int = Field(
-            default=32, gt=0, description="How many users' vector matrices stay in memory (least recently searched go first)."
-        )
-        hybrid_candidates: int = Field(
-            default=100, gt=0, description="How deep the dense and the keyword lists go before rank fusion (at least top_k)."
-        )
-        hybrid_keyword_weight: float = Field(
-            default=1.0,
-            gt=0,
-            description="Weight of the keyword list against the dense list (weight 1) in rank fusion; "
-            "above 1 trusts exact words more than meaning.",
-        )
-        history_keep_deleted_content: bool = Field(
-            default=False,
-            description="Keep what a deleted memory said in its history; by default deletion means deletion: the "
-            "history keeps that it was deleted, when and by what.",
-        )
-        change_log_retain: int = Field(
-            default=50_000,
-            gt=0,
-            description="Recent changes kept so in-memory matrices catch up row by row; older ones force a reload.",
-        )
-
-        @field_validator("path", mode="after")
-        @classmethod
-        def _expand_home(cls, path: Path) -> Path:
-            return path.expanduser()
+    Params = SqliteStoreParams
 
     def __init__(
         self,
@@ -133,8 +103,12 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
         cache_max_users: int = 32,
         hybrid_candidates: int = 100,
         hybrid_keyword_weight: float = 1.0,
+        hybrid_fusion: Fusion = "rrf",
         change_log_retain: int = 50_000,
         history_keep_deleted_content: bool = False,
+        matrix_snapshot_from: int = 5_000,
+        node_cache_size: int = 20_000,
+        keyword_in_memory_from: int = 5_000,
         allow_model_change: bool = False,
     ) -> None:
         """`allow_model_change` (not a YAML key): open a file whose vectors another embedding
@@ -147,8 +121,12 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
             cache_max_users=cache_max_users,
             hybrid_candidates=hybrid_candidates,
             hybrid_keyword_weight=hybrid_keyword_weight,
+            hybrid_fusion=hybrid_fusion,
             change_log_retain=change_log_retain,
             history_keep_deleted_content=history_keep_deleted_content,
+            matrix_snapshot_from=matrix_snapshot_from,
+            node_cache_size=node_cache_size,
+            keyword_in_memory_from=keyword_in_memory_from,
         )
         self.params = params
         self.path = params.path
@@ -157,7 +135,10 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
         self._connections = SqliteConnections(self.path, params.busy_timeout_s)
         self._cache = MatrixCache(self.dimension, params.cache_max_users)
         self._words = KeywordIndex()
-        self._searcher = Searcher(self._cache, self._words, self._connections)
+        self._nodes = NodeCache(params.node_cache_size)
+        self._snapshots = SnapshotWriter(self._connections, params.matrix_snapshot_from)
+        memory_words = MemoryWords(self._connections, params.keyword_in_memory_from, params.cache_max_users)
+        self._searcher = Searcher(self._cache, self._words, self._connections, self._snapshots, memory_words)
         try:
             self._recorded = self._connections.open(embedding_model, self.dimension, allow_model_change=allow_model_change)
         except BaseException:
@@ -174,6 +155,12 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
         self._searcher.close()
         self._connections.close()
         self._cache.clear()
+        self._nodes.clear()
+
+    def wait_for_background(self) -> None:
+        """Until what this store builds on background threads (matrix snapshots, keyword posting
+        lists) is done; searches are right meanwhile, only slower: for benchmarks and tests."""
+        self._searcher.wait_for_background()
 
     @property
     def recorded_embedding(self) -> tuple[str, int]:
@@ -383,6 +370,7 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
             )
         self._recorded = (name, self.dimension)
         self._cache.clear()
+        self._nodes.clear()
         return count
 
     # ---- health -------------------------------------------------------------------------------

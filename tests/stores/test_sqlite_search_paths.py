@@ -183,7 +183,7 @@ def test_an_unscoped_keyword_index_is_rebuilt_on_open_with_a_notice(
         raw.execute("UPDATE store_meta SET value = '2' WHERE key = 'keyword_index_version'")
         assert raw.execute("SELECT words FROM memory_words LIMIT 1").fetchone()[0].startswith("ann talk")
     raw.close()
-    monkeypatch.setattr("memoryscope.stores._sqlite_keyword._REINDEX_NOTICE_FROM", 10)
+    monkeypatch.setattr("memoryscope.stores._sqlite_reindex.REINDEX_NOTICE_FROM", 10)
     with caplog.at_level("WARNING", logger="memoryscope.stores.sqlite"):
         second = SqliteMemoryStore(path=path, embedding_model=embedding_model)
     with second:

@@ -321,6 +321,27 @@ def test_hybrid_keyword_weight_weighs_the_keyword_list(db_path: Path, embedding_
             assert scores[close.memory_id] == pytest.approx(1 / 61)
 
 
+def test_hybrid_score_fusion_adds_the_scaled_scores_of_both_lists(db_path: Path, embedding_model: LocalEmbedding) -> None:
+    """Each list scaled to [0, 1] over its own hits, the keyword list weighted, then summed."""
+    nodes = [make_node("zebra crossing"), make_node("zebra zebra zebra stripes"), make_node("an unrelated sentence")]
+    vectors = unit_vectors(3, embedding_model.dimension, seed=7)
+    query = vectors[2]
+    cosines = vectors @ query
+    with SqliteMemoryStore(
+        path=db_path, embedding_model=embedding_model, hybrid_fusion="scores", hybrid_keyword_weight=0.5
+    ) as opened:
+        opened.upsert(nodes, vectors=vectors)
+        keyword = {hit.memory_id: hit.score for hit in opened.search(ANN, query="zebra", mode=SearchMode.KEYWORD, top_k=3)}
+        hits = opened.search(ANN, query="zebra", vector=query, mode=SearchMode.HYBRID, top_k=3)
+    low, high = float(cosines.min()), float(cosines.max())
+    dense = {node.memory_id: (float(c) - low) / (high - low) for node, c in zip(nodes, cosines, strict=True)}
+    low, high = min(keyword.values()), max(keyword.values())
+    words = {memory_id: (score - low) / (high - low) for memory_id, score in keyword.items()}
+    expected = {memory_id: dense[memory_id] + 0.5 * words.get(memory_id, 0.0) for memory_id in dense}
+    assert {hit.memory_id: hit.score for hit in hits} == pytest.approx(expected)
+    assert [hit.memory_id for hit in hits] == sorted(expected, key=expected.__getitem__, reverse=True)
+
+
 def test_a_message_is_embedded_with_its_speaker(store: SqliteMemoryStore, embedding_model: LocalEmbedding) -> None:
     said = make_node("Mostly pottery.", meta={"speaker": "Jon"})
     store.upsert([said])

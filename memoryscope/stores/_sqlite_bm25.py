@@ -1,0 +1,243 @@
+"""FTS5's own BM25 ranking of a large user's keyword search, computed with numpy.
+
+Matching a query in FTS5 is cheap (~0.6 ms at 100k memories); scoring every match with
+`bm25()` is not (~10 ms p50, ~25 ms p95: one call into the auxiliary-function API per row). So
+for a user with many memories the user's posting lists are kept in memory (`UserWords`, built
+from the words FTS5 holds for the user) and the same formula is computed over them:
+
+    score = sum over the query's phrases, in order, of
+            idf * (f * (k1 + 1)) / (f + k1 * (1 - b + b * D / avgdl))
+
+with k1 = 1.2, b = 0.75, f a phrase's count in the row's `words`, D the row's tokens in all
+columns, avgdl and the row count N from FTS5's own totals (read on every search: other users'
+writes change them), idf = log((N - n + 0.5) / (n + 0.5)) (1e-6 when not positive), n the rows
+holding the phrase. The operations are FTS5's (`fts5_aux.c`), in its order, in float64, so the
+scores are the same numbers, and ties go to the lower row id as in SQL.
+
+Only where the result is certainly FTS5's: words of plain tokens (ASCII letters and digits, or
+CJK ideographs: one token each for FTS5's `unicode61` tokenizer, kept as they are), one-token
+phrases, the current keyword index version with no re-index under way, and no change to the
+user since the posting lists were built (the change log says; a changed user is served by FTS5
+until a rebuild on a background thread is done, asked for after a few searches). Anything else: None, and the caller asks FTS5.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import sqlite3
+import threading
+import time
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from memoryscope.stores._sqlite_schema import KEYWORD_INDEX_VERSION, ROWID_SPAN
+
+if TYPE_CHECKING:  # a type only: `_sqlite_connections` imports modules that import this one
+    from memoryscope.stores._sqlite_connections import SqliteConnections
+
+__all__ = ["BUILD_AFTER", "MemoryWords", "UserWords", "phrases_of"]
+
+BUILD_AFTER = 3  # searches of a user answered by FTS5 before its lists are built
+_K1 = 1.2
+_B = 0.75
+_PLAIN = re.compile(r"[0-9a-z\u4e00-\u9fff ]*")  # tokens unicode61 keeps whole and unchanged
+_PHRASE = re.compile(r'"((?:[^"]|"")*)"')
+# what must hold for posting lists built at `seq` to still be the user's words
+_STATE_SQL = """
+SELECT (SELECT max(seq) FROM memory_changes WHERE user_name = ?),
+       (SELECT CAST(value AS INTEGER) FROM store_meta WHERE key = 'changes_pruned_through'),
+       (SELECT value FROM store_meta WHERE key = 'keyword_index_version'),
+       (SELECT count(*) FROM store_meta WHERE key = 'keyword_reindex')
+"""
+_HEAD_SQL = "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memory_changes'), 0)"
+_TOTALS_SQL = "SELECT block FROM memory_words_data WHERE id = 1"  # FTS5's row count and token totals
+
+
+def phrases_of(match: str) -> list[str] | None:
+    """The phrases of a `match_expression`, in order; None if one is not a single plain token."""
+    phrases = [phrase.replace('""', '"') for phrase in _PHRASE.findall(match)]
+    if not phrases or any(" " in phrase or not _PLAIN.fullmatch(phrase) for phrase in phrases):
+        return None
+    return phrases
+
+
+class UserWords:
+    """One user's posting lists as of change-log position `seq`: for each token the rows
+    holding it (positions into `row_ids`) and how often."""
+
+    def __init__(self, seq: int, rows: list[tuple[int, str, str]], base: int) -> None:
+        self.seq = seq
+        count = len(rows)
+        self.row_ids = np.fromiter((row[0] - base for row in rows), dtype=np.int64, count=count)
+        lengths = np.empty(count, dtype=np.float64)
+        vocabulary: dict[str, int] = {}
+        terms: list[int] = []
+        docs: list[int] = []
+        for position, (_, scope, words) in enumerate(rows):
+            tokens = words.split()
+            lengths[position] = len(tokens) + len(scope.split())  # D counts every column's tokens
+            for token in tokens:
+                terms.append(vocabulary.setdefault(token, len(vocabulary)))
+            docs.extend([position] * len(tokens))
+        span = max(count, 1)
+        pairs, counts = np.unique(np.asarray(terms, dtype=np.int64) * span + np.asarray(docs, dtype=np.int64), return_counts=True)
+        self._vocabulary = vocabulary
+        self._docs = (pairs % span).astype(np.int32)
+        self._counts = counts.astype(np.float64)
+        self._starts = np.searchsorted(pairs // span, np.arange(len(vocabulary) + 1))
+        self._lengths = lengths
+
+    def ranked(self, phrases: list[str], rows: int, tokens: int, limit: int | None) -> list[tuple[int, float]]:
+        """`(row_id, score)` best first (ties: lower row id), as FTS5 ranks them with `bm25()`;
+        `rows` and `tokens` are FTS5's totals for the whole table."""
+        size = self.row_ids.size
+        score = np.zeros(size)
+        matched = np.zeros(size, dtype=bool)
+        norm = _K1 * ((1 - _B) + (_B * self._lengths) / (tokens / rows))
+        for phrase in phrases:
+            term = self._vocabulary.get(phrase)
+            hits = 0 if term is None else int(self._starts[term + 1] - self._starts[term])
+            idf = math.log((rows - hits + 0.5) / (hits + 0.5))
+            if idf <= 0.0:
+                idf = 1e-6
+            if term is None:
+                continue
+            docs = self._docs[self._starts[term] : self._starts[term + 1]]
+            frequency = self._counts[self._starts[term] : self._starts[term + 1]]
+            score[docs] += idf * ((frequency * (_K1 + 1.0)) / (frequency + norm[docs]))
+            matched[docs] = True
+        candidates = np.flatnonzero(matched)
+        order = np.lexsort((self.row_ids[candidates], -score[candidates]))
+        if limit is not None:
+            order = order[:limit]
+        best = candidates[order]
+        return list(zip(self.row_ids[best].tolist(), score[best].tolist(), strict=True))
+
+
+class MemoryWords:
+    """The posting lists of recently searched users with at least `from_rows` memories, built on
+    a background thread (its own connection) and dropped when the user changes."""
+
+    def __init__(self, connections: SqliteConnections, from_rows: int, max_users: int) -> None:
+        self.from_rows = from_rows
+        self._connections = connections
+        self._max_users = max_users
+        self._users: OrderedDict[str, UserWords] = OrderedDict()
+        self._not_before: dict[str, float] = {}  # no rebuild before then: a user being written to
+        self._misses: dict[str, int] = {}  # searches FTS5 answered since the last build was asked for
+        self._lock = threading.Lock()
+        self._building: set[str] = set()
+        self._executor: ThreadPoolExecutor | None = None
+
+    def ranked(
+        self, connection: sqlite3.Connection, user_name: str, slot: int, match: str, limit: int | None, user_rows: int
+    ) -> list[tuple[int, float]] | None:
+        """FTS5's ranking of `match` for the user, from memory; None when FTS5 must answer."""
+        if user_rows < self.from_rows:
+            return None
+        phrases = phrases_of(match)
+        if phrases is None:
+            return None
+        user_last, pruned_through, version, reindexing = connection.execute(_STATE_SQL, (user_name,)).fetchone()
+        if version != KEYWORD_INDEX_VERSION or reindexing:
+            return None
+        with self._lock:
+            words = self._users.get(user_name)
+            if words is not None:
+                self._users.move_to_end(user_name)
+        # changed since the build, or the log no longer tells (pruned past the build)
+        if words is None or (user_last or 0) > words.seq or pruned_through > words.seq:
+            self._build_later(user_name, slot)
+            return None
+        totals = connection.execute(_TOTALS_SQL).fetchone()
+        if totals is None:
+            return None
+        rows, *columns = _varints(totals[0])
+        return words.ranked(phrases, rows, sum(columns), limit) if rows > 0 else None
+
+    def _build_later(self, user_name: str, slot: int) -> None:
+        """Build the user's lists on the background thread once FTS5 has answered `BUILD_AFTER`
+        searches: a one-off search (a command line) never pays for lists it would not use."""
+        with self._lock:
+            misses = self._misses[user_name] = self._misses.get(user_name, 0) + 1
+            if misses < BUILD_AFTER or user_name in self._building or time.monotonic() < self._not_before.get(user_name, 0.0):
+                return
+            self._misses.pop(user_name, None)
+            self._building.add(user_name)
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryscope-words")
+            self._executor.submit(self._build, user_name, slot)
+
+    def _build(self, user_name: str, slot: int) -> None:
+        started = time.monotonic()
+        try:
+            words = _read_user(self._connections.connection(), slot)
+            with self._lock:
+                if words is None:
+                    self._users.pop(user_name, None)
+                else:
+                    self._users[user_name] = words
+                    while len(self._users) > self._max_users:
+                        self._users.popitem(last=False)
+        except sqlite3.Error:
+            pass  # FTS5 keeps answering; the next search tries again
+        finally:
+            spent = time.monotonic() - started
+            with self._lock:
+                self._building.discard(user_name)
+                # a user written to all the time would be rebuilt all the time: at most ~10% of a core
+                self._not_before[user_name] = time.monotonic() + 10 * spent
+
+    def wait(self) -> None:
+        """Until every build started is done (for benchmarks, tests and `close`)."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)
+
+    def close(self) -> None:
+        """Drop the lists; builds not started are cancelled (one under way is waited for)."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+            self._users.clear()
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
+
+
+def _read_user(connection: sqlite3.Connection, slot: int) -> UserWords | None:
+    """The user's posting lists from what FTS5 holds, in one read transaction with the log's
+    head; None when a word is not a plain token (FTS5 must rank that user)."""
+    base = slot * ROWID_SPAN
+    connection.execute("BEGIN")
+    try:
+        head = connection.execute(_HEAD_SQL).fetchone()[0]
+        rows = connection.execute(
+            "SELECT rowid, scope, words FROM memory_words WHERE rowid BETWEEN ? AND ?", (base, base + ROWID_SPAN - 1)
+        ).fetchall()
+    finally:
+        connection.execute("COMMIT")
+    if not all(_PLAIN.fullmatch(words) and _PLAIN.fullmatch(scope) for _, scope, words in rows):
+        return None
+    return UserWords(head, rows, base)
+
+
+def _varints(blob: bytes) -> list[int]:
+    """SQLite varints (FTS5's totals record: row count, then tokens of each column)."""
+    values, index = [], 0
+    while index < len(blob):
+        value = 0
+        for step in range(9):
+            byte = blob[index]
+            index += 1
+            if step == 8:
+                value = (value << 8) | byte
+                break
+            value = (value << 7) | (byte & 0x7F)
+            if not byte & 0x80:
+                break
+        values.append(value)
+    return values

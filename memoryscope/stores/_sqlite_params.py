@@ -1,0 +1,79 @@
+"""The YAML keys of `sqlite_memory_store` (under `memory_store:`, besides `class`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from memoryscope.stores.fusion import Fusion
+
+__all__ = ["SqliteStoreParams"]
+
+
+class SqliteStoreParams(BaseModel):
+    """The YAML keys under `memory_store:` (besides `class`)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    path: Path = Field(
+        default=Path("~/.memoryscope/default.db"),
+        validate_default=True,  # so the default's `~` is expanded too
+        description="The SQLite file (`~` expanded); created with its folder.",
+    )
+    embedding_model: str = Field(
+        default="embedding_model", description="Key under `model:` of the embedding model that makes the vectors."
+    )
+    busy_timeout_s: float = Field(
+        default=30.0, gt=0, description="How long a write waits for another writer (thread or process) before failing."
+    )
+    cache_max_users: int = Field(
+        default=32, gt=0, description="How many users' vector matrices stay in memory (least recently searched go first)."
+    )
+    hybrid_candidates: int = Field(
+        default=100, gt=0, description="How deep the dense and the keyword lists go before rank fusion (at least top_k)."
+    )
+    hybrid_fusion: Fusion = Field(
+        default="rrf",
+        description="How hybrid search merges its lists: `rrf` (reciprocal rank) or `scores` (each list's "
+        "scores scaled to [0, 1], weighted, summed; see `memoryscope.stores.fusion`).",
+    )
+    hybrid_keyword_weight: float = Field(
+        default=1.0,
+        gt=0,
+        description="Weight of the keyword list against the dense list (weight 1) in hybrid fusion; "
+        "above 1 trusts exact words more than meaning.",
+    )
+    history_keep_deleted_content: bool = Field(
+        default=False,
+        description="Keep what a deleted memory said in its history; by default deletion means deletion: the "
+        "history keeps that it was deleted, when and by what.",
+    )
+    keyword_in_memory_from: int = Field(
+        default=5_000,
+        gt=0,
+        description="Users with at least this many memories get their keyword search ranked from posting lists "
+        "in memory (the same BM25 scores as SQLite's FTS5, several times faster).",
+    )
+    node_cache_size: int = Field(
+        default=20_000,
+        ge=0,
+        description="Decoded memories kept in memory between searches (0: none); each is checked against the "
+        "change log, so writes by any process are seen.",
+    )
+    matrix_snapshot_from: int = Field(
+        default=5_000,
+        gt=0,
+        description="Users with at least this many memories get a packed copy of their vector matrix saved beside "
+        "the file (`<path>-snapshots/`), so a new process loads it in one read instead of row by row.",
+    )
+    change_log_retain: int = Field(
+        default=50_000,
+        gt=0,
+        description="Recent changes kept so in-memory matrices catch up row by row; older ones force a reload.",
+    )
+
+    @field_validator("path", mode="after")
+    @classmethod
+    def _expand_home(cls, path: Path) -> Path:
+        return path.expanduser()

@@ -1,0 +1,214 @@
+"""Packed copies of large users' matrices beside the file, so a new process starts fast.
+
+Loading a user's matrix row by row (`_sqlite_cache._reload`) costs ~1 s at 100k memories: every
+row is a Python tuple and every vector its own blob. A snapshot holds the same matrix as one
+file of contiguous arrays (row ids, float32 vectors, the filter fields as one record array),
+read straight into the matrix's arrays (~40 ms for 100k x 384). Blobs inside SQLite were tried
+first: SQLite walks a 150 MB blob 4 KB page by page (~200 ms), most of a cold first search.
+
+Where: `<file>-snapshots/`, one file per user and snapshot, named with a random token; the
+`matrix_snapshot_files` table says which file is current, with the change-log position (`seq`) it
+reflects and what it holds. Why it stays right:
+- a snapshot is used only while the change log since `seq` is complete
+  (`changes_pruned_through <= seq`), and the changes after it are replayed as for any matrix;
+  so whatever other processes write meanwhile, a write only adds to the log;
+- the file is written in full, flushed to disk and renamed before the table names it, and its
+  header (seq, rows, dimension) and size must match the table's row: a file missing, cut short
+  or of another snapshot is ignored (the user is loaded row by row, and a new snapshot saved);
+- files are never changed once named; the one a newer snapshot replaces is deleted after.
+Snapshots are written after a full reload, on a background thread with its own connection
+(never inside a search's time). A file another program needs (a backup of the store) is not
+among them: they are only a cache, made again when missing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import sqlite3
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from memoryscope.stores._sqlite_schema import TIME_FIELDS
+
+if TYPE_CHECKING:  # a type only: `_sqlite_connections` imports `_sqlite_cache`, which imports this
+    from memoryscope.stores._sqlite_connections import SqliteConnections
+
+__all__ = ["SnapshotWriter", "Snapshot", "pack", "read_snapshot", "snapshot_folder", "write_snapshot"]
+
+_MAGIC = b"MSSNAP01"
+_HEADER = np.dtype([("magic", "S8"), ("seq", "<i8"), ("rows", "<i8"), ("dimension", "<i8")])
+_FIELDS = np.dtype(
+    [("target", "<i4"), ("workspace", "<i4"), ("memory_type", "i1"), ("status", "i1")]
+    + [(name, "<f8") for name in TIME_FIELDS]
+    + [("reflected", "?"), ("updated", "?")]
+)
+_SAVE_SQL = (
+    "INSERT OR REPLACE INTO matrix_snapshot_files (user_name, seq, rows, dimension, names, file) VALUES (?, ?, ?, ?, ?, ?)"
+)
+_FIELD_NAMES = ("target", "workspace", "memory_type", "status", "reflected", "updated")
+_log = logging.getLogger(__name__)
+
+Snapshot = dict[str, Any]  # what `pack` makes and `write_snapshot` stores
+
+
+def snapshot_folder(database: Path) -> Path:
+    """Where the snapshots of the store file `database` live."""
+    return Path(f"{database}-snapshots")
+
+
+def pack(matrix: Any, seq: int) -> Snapshot:
+    """A copy of `matrix` (a `UserMatrix`; the caller holds its lock) as it is at `seq`."""
+    size = matrix.size
+    fields = np.empty(size, dtype=_FIELDS)
+    for name in _FIELD_NAMES:
+        fields[name] = getattr(matrix, name)[:size]
+    for name in TIME_FIELDS:
+        fields[name] = matrix.times[name][:size]
+    target_names, workspace_names = matrix.code_names()
+    return {
+        "seq": seq,
+        "rows": size,
+        "dimension": matrix.dimension,
+        "names": {"target": target_names, "workspace": workspace_names},
+        "row_ids": matrix.row_ids[:size].astype("<i8"),
+        "vectors": matrix.vectors[:size].astype("<f4"),
+        "fields": fields,
+    }
+
+
+def _size(rows: int, dimension: int) -> int:
+    return _HEADER.itemsize + rows * (8 + 4 * dimension + _FIELDS.itemsize)
+
+
+def write_snapshot(connection: sqlite3.Connection, database: Path, user_name: str, snapshot: Snapshot) -> bool:
+    """Store `snapshot` as the user's, unless a newer one is there; True when written."""
+    folder = snapshot_folder(database)
+    folder.mkdir(exist_ok=True)
+    name = f"{secrets.token_hex(8)}.snapshot"
+    temporary = folder / (name + ".part")
+    header = np.array([(_MAGIC, snapshot["seq"], snapshot["rows"], snapshot["dimension"])], dtype=_HEADER)
+    try:
+        with open(temporary, "wb") as out:
+            for array in (header, snapshot["row_ids"], snapshot["vectors"], snapshot["fields"]):
+                out.write(np.ascontiguousarray(array).tobytes())  # a copy of one array at a time: simple and short-lived
+            out.flush()
+            os.fsync(out.fileno())  # on disk before the table names it: never a named file half written
+        os.replace(temporary, folder / name)
+    finally:
+        temporary.unlink(missing_ok=True)
+    replaced = None
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        found = connection.execute("SELECT seq, file FROM matrix_snapshot_files WHERE user_name = ?", (user_name,)).fetchone()
+        if found is not None and found[0] > snapshot["seq"]:
+            replaced = name  # a newer one is there: ours goes (one as new is replaced: it may be the damaged one)
+        else:
+            replaced = None if found is None else found[1]
+            row = (user_name, snapshot["seq"], snapshot["rows"], snapshot["dimension"], json.dumps(snapshot["names"]), name)
+            connection.execute(_SAVE_SQL, row)
+        connection.execute("COMMIT")
+    except BaseException:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        (folder / name).unlink(missing_ok=True)
+        raise
+    if replaced is not None:
+        (folder / Path(replaced).name).unlink(missing_ok=True)  # a reader holding it open still reads it whole
+    return replaced != name
+
+
+def read_snapshot(connection: sqlite3.Connection, database: Path, matrix: Any, user_name: str, pruned_through: int) -> bool:
+    """Fill the empty `matrix` from the user's snapshot and set its `seq`, inside the caller's
+    read transaction; False (matrix untouched) when there is none usable."""
+    found = connection.execute(
+        "SELECT seq, rows, dimension, names, file FROM matrix_snapshot_files WHERE user_name = ?", (user_name,)
+    ).fetchone()
+    if found is None:
+        return False
+    seq, rows, dimension, names, file = found
+    if dimension != matrix.dimension or seq < pruned_through:
+        return False
+    path = snapshot_folder(database) / Path(str(file)).name
+    try:
+        with open(path, "rb") as source:
+            if os.fstat(source.fileno()).st_size != _size(rows, dimension):
+                raise ValueError("its size is not what the table says")
+            header = np.frombuffer(source.read(_HEADER.itemsize), dtype=_HEADER)[0]
+            if (header["magic"], int(header["seq"]), int(header["rows"]), int(header["dimension"])) != (
+                _MAGIC,
+                seq,
+                rows,
+                dimension,
+            ):
+                raise ValueError("its header is not what the table says")
+            matrix.reset(rows + rows // 8)  # room to grow before the next copy
+            # straight into the matrix's arrays: no copy beside the one from the OS
+            _read_into(source, matrix.row_ids[:rows])
+            _read_into(source, matrix.vectors[:rows])
+            fields = np.empty(rows, dtype=_FIELDS)
+            _read_into(source, fields)
+    except (OSError, ValueError) as error:
+        _log.info("the matrix snapshot of user %r is not usable (%s); loading the user row by row", user_name, error)
+        matrix.reset(0)
+        return False
+    for name in _FIELD_NAMES:
+        getattr(matrix, name)[:rows] = fields[name]
+    for name in TIME_FIELDS:
+        matrix.times[name][:rows] = fields[name]
+    decoded = json.loads(names)
+    matrix.restored(rows, decoded["target"], decoded["workspace"], seq)
+    return True
+
+
+def _read_into(source: Any, array: np.ndarray) -> None:
+    view = memoryview(array).cast("B")  # type: ignore[arg-type]  # numpy arrays are buffers; its stubs do not say so
+    if source.readinto(view) != view.nbytes:
+        raise ValueError("it is cut short")
+
+
+class SnapshotWriter:
+    """Reads snapshots, and writes them on one background thread (its own connection), so no
+    search waits for the write lock or for writing tens of megabytes. A failed write is only
+    logged: the next reload tries again, and meanwhile loading row by row stays right."""
+
+    def __init__(self, connections: SqliteConnections, from_rows: int) -> None:
+        self.from_rows = from_rows
+        self._connections = connections
+        self._executor: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._pending: set[str] = set()
+
+    def read(self, connection: sqlite3.Connection, matrix: Any, user_name: str, pruned_through: int) -> bool:
+        return read_snapshot(connection, self._connections.path, matrix, user_name, pruned_through)
+
+    def submit(self, user_name: str, snapshot: Snapshot) -> None:
+        with self._lock:
+            if user_name in self._pending:
+                return
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryscope-snapshot")
+            self._pending.add(user_name)
+            self._executor.submit(self._write, user_name, snapshot)
+
+    def _write(self, user_name: str, snapshot: Snapshot) -> None:
+        try:
+            write_snapshot(self._connections.connection(), self._connections.path, user_name, snapshot)
+        except Exception as error:  # a snapshot only saves time: the store stays right without it
+            _log.warning("could not save the matrix snapshot of user %r (%s); the next reload tries again", user_name, error)
+        finally:
+            with self._lock:
+                self._pending.discard(user_name)
+
+    def wait(self) -> None:
+        """Until every submitted snapshot is written (for tests and `close`)."""
+        with self._lock:
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True)

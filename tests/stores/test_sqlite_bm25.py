@@ -1,0 +1,121 @@
+"""Keyword ranking from posting lists in memory (`_sqlite_bm25`): it must give FTS5's own results,
+ids and scores, on a seeded random case, with filters, after writes, and fall back to FTS5
+where it cannot be sure."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+
+from memoryscope.memory import MemoryType
+from memoryscope.models.embedding.local_embedding import LocalEmbedding
+from memoryscope.stores._sqlite_bm25 import BUILD_AFTER, phrases_of
+from memoryscope.stores.base import MemoryFilter, SearchMode
+from memoryscope.stores.sqlite_store import SqliteMemoryStore
+from memoryscope.testing.store_contract import make_node, unit_vectors
+
+_WORDS = [f"word{index}" for index in range(40)]
+
+
+def _random_store(path: Path, model: LocalEmbedding, seed: int = 0) -> list[str]:
+    """Two users of random sentences over a small vocabulary (many ties); the queries to ask."""
+    rng = np.random.default_rng(seed)
+    with SqliteMemoryStore(path=path, embedding_model=model) as store:
+        nodes = []
+        for index in range(160):
+            # a Zipf-like pick: some words in most memories, some in few
+            words = [_WORDS[min(int(rng.zipf(1.3)), 40) - 1] for _ in range(int(rng.integers(2, 12)))]
+            kind = list(MemoryType)[index % 3]
+            nodes.append(make_node(" ".join(words), user_name=("ann", "bob")[index % 4 == 0], memory_type=kind))
+        store.upsert(nodes, vectors=unit_vectors(len(nodes), store.dimension, seed=seed))
+    return [" ".join(rng.choice(_WORDS[:12], size=int(rng.integers(1, 5)))) for _ in range(25)]
+
+
+def _stores(path: Path, model: LocalEmbedding) -> tuple[SqliteMemoryStore, SqliteMemoryStore]:
+    in_memory = SqliteMemoryStore(path=path, embedding_model=model, keyword_in_memory_from=10)
+    by_fts = SqliteMemoryStore(path=path, embedding_model=model, keyword_in_memory_from=10**9)
+    return in_memory, by_fts
+
+
+def _warm(store: SqliteMemoryStore, user: str = "ann") -> None:
+    """Load the user's matrix (its size decides) and let the posting lists be built (they are
+    asked for after `BUILD_AFTER` searches)."""
+    for _ in range(BUILD_AFTER):
+        store.search(MemoryFilter(user), query="word1", vector=unit_vectors(1, store.dimension, seed=1)[0], top_k=5)
+    store.wait_for_background()
+
+
+def _keyword(store: SqliteMemoryStore, query: str, memory_filter: MemoryFilter | None = None) -> list[tuple[str, float]]:
+    hits = store.search(memory_filter or MemoryFilter("ann"), query=query, mode=SearchMode.KEYWORD, top_k=50)
+    return [(hit.memory_id, float(hit.score or 0.0)) for hit in hits]
+
+
+def test_the_same_ids_and_scores_as_fts5_on_a_seeded_random_case(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
+    path = tmp_path / "m.db"
+    queries = [*_random_store(path, embedding_model), "word1 word1 word2", "word39 nothing"]
+    in_memory, by_fts = _stores(path, embedding_model)
+    with in_memory, by_fts:
+        _warm(in_memory)
+        assert "ann" in in_memory._searcher._memory_words._users  # type: ignore[union-attr]
+        kinds = MemoryFilter("ann", memory_types=[MemoryType.OBSERVATION, MemoryType.INSIGHT])
+        for query in queries:
+            assert _keyword(in_memory, query) == _keyword(by_fts, query)
+            assert _keyword(in_memory, query, kinds) == _keyword(by_fts, query, kinds)
+            vector = unit_vectors(1, in_memory.dimension, seed=len(query))[0]
+            hybrid = [n.memory_id for n in in_memory.search(kinds, query=query, vector=vector, top_k=30)]
+            assert hybrid == [n.memory_id for n in by_fts.search(kinds, query=query, vector=vector, top_k=30)]
+        assert _keyword(in_memory, "word1") != []
+
+
+def test_after_a_write_fts5_answers_until_the_lists_are_rebuilt(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
+    path = tmp_path / "m.db"
+    _random_store(path, embedding_model)
+    in_memory, by_fts = _stores(path, embedding_model)
+    with in_memory, by_fts:
+        _warm(in_memory)
+        built = in_memory._searcher._memory_words._users["ann"]  # type: ignore[union-attr]
+        by_fts.upsert([make_node("word1 word1 word1 fresh", memory_id="new")], vectors=unit_vectors(1, 384, seed=4))
+        first = _keyword(in_memory, "word1 fresh")
+        assert first[0][0] == "new"
+        assert first == _keyword(by_fts, "word1 fresh")
+        in_memory.wait_for_background()
+        in_memory._searcher._memory_words._not_before.clear()  # type: ignore[union-attr]
+        for _ in range(BUILD_AFTER - 1):  # with the search above: asks for a rebuild
+            _keyword(in_memory, "word1")
+        in_memory.wait_for_background()
+        assert in_memory._searcher._memory_words._users["ann"] is not built  # type: ignore[union-attr]
+        assert _keyword(in_memory, "word1 fresh") == first
+
+
+def test_a_one_off_search_builds_nothing(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
+    """A command line searching once must not pay for lists it will never use."""
+    path = tmp_path / "m.db"
+    _random_store(path, embedding_model)
+    with SqliteMemoryStore(path=path, embedding_model=embedding_model, keyword_in_memory_from=10) as store:
+        vector = unit_vectors(1, store.dimension, seed=1)[0]
+        for _ in range(BUILD_AFTER - 1):
+            store.search(MemoryFilter("ann"), query="word1", vector=vector, top_k=5)
+        store.wait_for_background()
+        assert store._searcher._memory_words._users == {}  # type: ignore[union-attr]
+
+
+def test_words_that_are_not_plain_tokens_leave_the_ranking_to_fts5(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
+    """`keyword_text` only makes plain tokens; a row another program wrote may hold others."""
+    path = tmp_path / "m.db"
+    _random_store(path, embedding_model)
+    with sqlite3.connect(path) as raw:
+        raw.execute("UPDATE memory_words SET words = words || ' Ωmega-x' WHERE rowid = (SELECT max(rowid) FROM memory_words)")
+    raw.close()
+    in_memory, by_fts = _stores(path, embedding_model)
+    with in_memory, by_fts:
+        _warm(in_memory)
+        assert "ann" not in in_memory._searcher._memory_words._users  # type: ignore[union-attr]
+        assert _keyword(in_memory, "word1 word2") == _keyword(by_fts, "word1 word2") != []
+
+
+def test_only_single_plain_token_phrases_are_ranked_in_memory() -> None:
+    assert phrases_of('words : ("3xtea" OR "3xgreen")') == ["3xtea", "3xgreen"]
+    assert phrases_of('words : ("3xdon 3xt")') is None  # an apostrophe's two tokens: a real phrase
+    assert phrases_of('words : ("3xcafé")') is None

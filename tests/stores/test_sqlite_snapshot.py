@@ -1,0 +1,204 @@
+"""Matrix snapshots of `sqlite_memory_store` (`_sqlite_snapshot`): a store opened on a file starts
+from the packed copy beside it plus the change log since, and must hold exactly what loading
+every row would, whatever other store objects on the same file wrote meanwhile; a snapshot file
+missing or damaged only means loading row by row."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+
+from memoryscope.memory import MemoryType
+from memoryscope.models.embedding.local_embedding import LocalEmbedding
+from memoryscope.stores._sqlite_cache import UserMatrix, _reload
+from memoryscope.stores._sqlite_snapshot import read_snapshot, snapshot_folder
+from memoryscope.stores.base import MemoryFilter, SearchMode
+from memoryscope.stores.sqlite_store import SqliteMemoryStore
+from memoryscope.testing.store_contract import BASE_TIME, make_node, unit_vectors
+
+ANN = MemoryFilter("ann")
+
+
+def _store(path: Path, model: LocalEmbedding, **options: object) -> SqliteMemoryStore:
+    return SqliteMemoryStore(path=path, embedding_model=model, matrix_snapshot_from=10, **options)  # type: ignore[arg-type]
+
+
+def _fill(store: SqliteMemoryStore, count: int, start: int = 0) -> None:
+    nodes = [
+        make_node(
+            f"memory {index}",
+            memory_id=f"m{index}",
+            target_name=f"t{index % 3}",
+            workspace=f"w{index % 2}",
+            memory_type=list(MemoryType)[index % 3],
+            event_time=None if index % 4 else BASE_TIME + timedelta(days=index),
+            reflected=bool(index % 2),
+        )
+        for index in range(start, start + count)
+    ]
+    store.upsert(nodes, vectors=unit_vectors(count, store.dimension, seed=start))
+
+
+def _rows(matrix: UserMatrix) -> dict[int, tuple[object, ...]]:
+    """Every row of `matrix` by row id, codes turned back into names: comparable across matrices."""
+    targets, workspaces = matrix.code_names()
+    out = {}
+    for position in range(matrix.size):
+        times = tuple(float(matrix.times[name][position]) for name in sorted(matrix.times))
+        out[int(matrix.row_ids[position])] = (
+            targets[matrix.target[position]],
+            workspaces[matrix.workspace[position]],
+            int(matrix.memory_type[position]),
+            int(matrix.status[position]),
+            bool(matrix.reflected[position]),
+            bool(matrix.updated[position]),
+            np.nan_to_num(times, nan=-1.0).tolist(),
+            matrix.vectors[position].tobytes(),
+        )
+    return out
+
+
+def _row_by_row(path: Path, dimension: int) -> dict[int, tuple[object, ...]]:
+    matrix = UserMatrix(dimension)
+    with sqlite3.connect(path) as connection:
+        _reload(connection, matrix, "ann")
+    return _rows(matrix)
+
+
+def _searched_matrix(store: SqliteMemoryStore) -> UserMatrix:
+    store.search(ANN, vector=unit_vectors(1, store.dimension, seed=99)[0], mode=SearchMode.DENSE, top_k=3)
+    matrix = store._cache.loaded("ann")
+    assert matrix is not None
+    return matrix
+
+
+def test_a_large_users_first_load_saves_a_snapshot_that_equals_the_rows(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
+    path = tmp_path / "m.db"
+    with _store(path, embedding_model) as store:
+        _fill(store, 40)
+        _searched_matrix(store)
+        store._snapshots.wait()
+    with sqlite3.connect(path) as connection:
+        matrix = UserMatrix(embedding_model.dimension)
+        assert read_snapshot(connection, path, matrix, "ann", pruned_through=0)
+        seq = connection.execute("SELECT seq FROM matrix_snapshot_files WHERE user_name = 'ann'").fetchone()[0]
+    assert matrix.seq == seq > 0
+    assert _rows(matrix) == _row_by_row(path, embedding_model.dimension)
+
+
+def test_a_small_user_gets_no_snapshot(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
+    path = tmp_path / "m.db"
+    with _store(path, embedding_model) as store:
+        _fill(store, 5)
+        _searched_matrix(store)
+        store._snapshots.wait()
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("SELECT count(*) FROM matrix_snapshot_files").fetchone()[0] == 0
+
+
+def test_snapshot_plus_later_changes_by_another_store_equals_the_rows(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
+    """Deletes, updates and inserts after the snapshot, by another store object on the file."""
+    path = tmp_path / "m.db"
+    with _store(path, embedding_model) as first:
+        _fill(first, 40)
+        _searched_matrix(first)
+        first._snapshots.wait()
+    with _store(path, embedding_model) as writer:
+        writer.delete(["m0", "m7", "m39"])
+        writer.update("m3", target_name="moved", reflected=True, event_time=BASE_TIME)
+        writer.update("m5", content="now about something else")
+        _fill(writer, 4, start=100)
+        writer.upsert([make_node("to bob", user_name="bob", memory_id="m8")], vectors=unit_vectors(1, writer.dimension, 5))
+    with _store(path, embedding_model) as fresh:
+        loaded = _searched_matrix(fresh)
+        with sqlite3.connect(path) as connection:
+            snapshot_seq = connection.execute("SELECT seq FROM matrix_snapshot_files WHERE user_name = 'ann'").fetchone()[0]
+            head = connection.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memory_changes'").fetchone()[0]
+        assert snapshot_seq < head  # the fresh store replayed changes on top of the snapshot
+        assert _rows(loaded) == _row_by_row(path, embedding_model.dimension)
+        assert len(_rows(loaded)) == 40 - 3 - 1 + 4
+
+
+def test_search_results_from_a_snapshot_equal_the_original_stores(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
+    path = tmp_path / "m.db"
+    queries = unit_vectors(5, embedding_model.dimension, seed=7)
+    with _store(path, embedding_model) as first:
+        _fill(first, 60)
+        expected = [[(n.memory_id, n.score) for n in first.search(ANN, query="memory", vector=q, top_k=10)] for q in queries]
+        first._snapshots.wait()
+    with _store(path, embedding_model) as fresh:
+        found = [[(n.memory_id, n.score) for n in fresh.search(ANN, query="memory", vector=q, top_k=10)] for q in queries]
+    assert found == expected
+
+
+def test_a_snapshot_the_pruned_log_no_longer_covers_is_ignored(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
+    path = tmp_path / "m.db"
+    with _store(path, embedding_model, change_log_retain=5) as store:
+        _fill(store, 30)
+        _searched_matrix(store)
+        store._snapshots.wait()
+        for index in range(3):  # each batch prunes the log past the snapshot's position
+            _fill(store, 20, start=200 + 20 * index)
+        store.delete(["m1", "m2"])
+    with sqlite3.connect(path) as connection:
+        pruned = int(connection.execute("SELECT value FROM store_meta WHERE key = 'changes_pruned_through'").fetchone()[0])
+        assert not read_snapshot(connection, path, UserMatrix(embedding_model.dimension), "ann", pruned)
+    with _store(path, embedding_model) as fresh:
+        assert _rows(_searched_matrix(fresh)) == _row_by_row(path, embedding_model.dimension)
+
+
+def test_a_snapshot_file_missing_or_cut_short_means_loading_row_by_row(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
+    path = tmp_path / "m.db"
+    with _store(path, embedding_model) as store:
+        _fill(store, 40)
+        _searched_matrix(store)
+        store._snapshots.wait()
+    [snapshot] = list(snapshot_folder(path).glob("*.snapshot"))
+    snapshot.write_bytes(snapshot.read_bytes()[:-10])
+    with sqlite3.connect(path) as connection:
+        assert not read_snapshot(connection, path, UserMatrix(embedding_model.dimension), "ann", 0)
+    with _store(path, embedding_model) as fresh:
+        assert _rows(_searched_matrix(fresh)) == _row_by_row(path, embedding_model.dimension)
+        fresh._snapshots.wait()  # the reload saved a sound one in its place
+    [replacement] = list(snapshot_folder(path).glob("*.snapshot"))
+    assert replacement != snapshot
+    replacement.unlink()
+    with _store(path, embedding_model) as fresh:
+        assert _rows(_searched_matrix(fresh)) == _row_by_row(path, embedding_model.dimension)
+
+
+def test_a_newer_snapshot_replaces_the_file_of_the_older(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
+    path = tmp_path / "m.db"
+    with _store(path, embedding_model) as store:
+        _fill(store, 40)
+        _searched_matrix(store)
+        store._snapshots.wait()
+        first = list(snapshot_folder(path).glob("*"))
+        _fill(store, 2000, start=1000)  # more than a replay: the next search reloads and saves again
+        _searched_matrix(store)
+        store._snapshots.wait()
+    files = list(snapshot_folder(path).glob("*"))
+    assert len(first) == len(files) == 1 and first != files
+    with _store(path, embedding_model) as fresh:
+        assert fresh._cache.loaded("ann") is None
+        assert _searched_matrix(fresh).size == 2040
+
+
+def test_a_new_store_starts_from_the_snapshot_not_the_rows(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
+    """Proof the snapshot is read: a vector changed in the snapshot only shows in the new matrix."""
+    path = tmp_path / "m.db"
+    with _store(path, embedding_model) as store:
+        _fill(store, 20)
+        _searched_matrix(store)
+        store._snapshots.wait()
+    [snapshot] = list(snapshot_folder(path).glob("*.snapshot"))
+    data = bytearray(snapshot.read_bytes())
+    first_vector = 32 + 20 * 8  # after the header and the 20 row ids
+    data[first_vector : first_vector + 4] = np.float32(0.5).tobytes()
+    snapshot.write_bytes(bytes(data))
+    with _store(path, embedding_model) as fresh:
+        assert fresh._cache.loaded("ann") is None
+        assert float(_searched_matrix(fresh).vectors[0, 0]) == 0.5
