@@ -205,11 +205,24 @@ def ingest_markdown(result: dict[str, Any]) -> str:
             f"| read_message, with embedding | {_fmt(result['ingest_turns_per_s'], 1)} |",
             f"| read_message, embedding excluded | {_fmt(result['ingest_without_embedding_turns_per_s'], 0)} |",
             f"| embedding model alone, same batches | {_fmt(result['embedding_passages_per_s'], 1)} |",
+            *_as_stored_row(result),
             "",
             f"ratio ingest / bare embedding: {result['ratio']} (target ≥ {result['target_ratio']})",
+            *_as_stored_ratio(result),
             "",
         ]
     )
+
+
+def _as_stored_ratio(result: dict[str, Any]) -> list[str]:
+    ratio = result.get("ratio_as_stored")
+    return [] if ratio is None else [f"ratio ingest / embedding of the texts as stored: {ratio}"]
+
+
+def _as_stored_row(result: dict[str, Any]) -> list[str]:
+    """The row of the texts as `read_message` embeds them (results written before it had none)."""
+    rate = result.get("embedding_as_stored_per_s")
+    return [] if rate is None else [f"| embedding model alone, texts as stored (speaker sentence) | {_fmt(rate, 1)} |"]
 
 
 def _pyplot() -> Any:
