@@ -61,13 +61,6 @@ class FusionRank(RankModel):
             le=1,
             description="How much a word around a chat message (its speaker, context, reply) counts against one of its own.",
         )
-        document_cache_size: int = Field(
-            default=8192,
-            ge=0,
-            description="How many memories' counted words are kept between rankings (0: none). Counting is most of "
-            "a ranking's cost; a cache that holds a user's memories makes ranking ~2x faster. A chat message with "
-            "its context takes a few KB.",
-        )
 
         @model_validator(mode="after")
         def _some_weight(self) -> FusionRank.Params:
@@ -79,8 +72,6 @@ class FusionRank(RankModel):
         params = params or self.Params()
         super().__init__(params.model_name, endpoint="local")
         self.params = params
-        # one cache per model: its size is this model's setting
-        self._document_of = lru_cache(maxsize=params.document_cache_size)(_document_of)
 
     def score(self, query: str, memories: Sequence[MemoryNode], query_time: datetime | None = None) -> list[float]:
         if not memories:
@@ -102,8 +93,7 @@ class FusionRank(RankModel):
             ]
 
     def _keyword_scores(self, query: str, memories: Sequence[MemoryNode]) -> list[float]:
-        document_of, around_weight = self._document_of, self.params.around_weight
-        return _bm25(query, [document_of(searchable_fields(memory), around_weight) for memory in memories])
+        return _bm25(query, [_document_of(searchable_fields(memory), self.params.around_weight) for memory in memories])
 
     def _recency(self, memories: Sequence[MemoryNode], now: datetime) -> list[float]:
         # 0.5 ** (age / half_life) with the day conversion folded in: one division a memory
@@ -120,6 +110,7 @@ def _vector_score(memory: MemoryNode) -> float:
     return score if score is not None and math.isfinite(score) else -math.inf
 
 
+@lru_cache(maxsize=8192)
 def _document_of(fields: tuple[object, ...], around_weight: float) -> tuple[dict[str, float], float]:
     """`_document` of a memory's `searchable_fields` (a cheaper cache key than the joined parts)."""
     return _document(*parts_of(fields), around_weight)
