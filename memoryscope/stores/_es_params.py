@@ -5,17 +5,17 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
 from memoryscope.stores._es_queries import MAX_NUM_CANDIDATES
-from memoryscope.stores.fusion import Fusion
+from memoryscope.stores.fusion import HybridFusionSettings
 
 __all__ = ["ElasticsearchStoreParams"]
 
 _INDEX_NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 
 
-class ElasticsearchStoreParams(BaseModel):
+class ElasticsearchStoreParams(HybridFusionSettings):
     """The YAML keys under `memory_store:` (besides `class`). Secrets are read from the environment."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -36,17 +36,6 @@ class ElasticsearchStoreParams(BaseModel):
     )
     hybrid_candidates: int = Field(
         default=100, gt=0, description="Depth of the dense and keyword lists fused by hybrid search (at least top_k)."
-    )
-    hybrid_fusion: Fusion = Field(
-        default="rrf",
-        description="How hybrid search merges its lists: `rrf` (reciprocal rank) or `scores` (each list's "
-        "scores scaled to [0, 1], weighted, summed; see `memoryscope.stores.fusion`).",
-    )
-    hybrid_keyword_weight: float = Field(
-        default=1.0,
-        gt=0,
-        description="Weight of the keyword list against the dense list (weight 1) in hybrid fusion; "
-        "above 1 trusts exact words more than meaning.",
     )
     analyzer: str = Field(
         default="standard", description="Analyzer of the `content`, `value`, `key.text` fields (not of keyword search)."

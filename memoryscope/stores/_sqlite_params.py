@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
 
-from memoryscope.stores.fusion import Fusion
+from memoryscope.stores.fusion import HybridFusionSettings
 
 __all__ = ["SqliteStoreParams"]
 
 
-class SqliteStoreParams(BaseModel):
+class SqliteStoreParams(HybridFusionSettings):
     """The YAML keys under `memory_store:` (besides `class`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -32,17 +32,6 @@ class SqliteStoreParams(BaseModel):
     )
     hybrid_candidates: int = Field(
         default=100, gt=0, description="How deep the dense and the keyword lists go before rank fusion (at least top_k)."
-    )
-    hybrid_fusion: Fusion = Field(
-        default="rrf",
-        description="How hybrid search merges its lists: `rrf` (reciprocal rank) or `scores` (each list's "
-        "scores scaled to [0, 1], weighted, summed; see `memoryscope.stores.fusion`).",
-    )
-    hybrid_keyword_weight: float = Field(
-        default=1.0,
-        gt=0,
-        description="Weight of the keyword list against the dense list (weight 1) in hybrid fusion; "
-        "above 1 trusts exact words more than meaning.",
     )
     history_keep_deleted_content: bool = Field(
         default=False,

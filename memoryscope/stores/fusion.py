@@ -15,11 +15,29 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from typing import Literal, TypeVar
 
-__all__ = ["FUSIONS", "fuse", "reciprocal_rank_fusion", "score_fusion"]
+from pydantic import BaseModel, Field
+
+__all__ = ["FUSIONS", "HybridFusionSettings", "fuse", "reciprocal_rank_fusion", "score_fusion"]
 
 ItemId = TypeVar("ItemId", bound=Hashable)
 Fusion = Literal["rrf", "scores"]
 FUSIONS: tuple[Fusion, ...] = ("rrf", "scores")
+
+
+class HybridFusionSettings(BaseModel):
+    """The YAML keys of a store's hybrid fusion, the same for every store that fuses in the client."""
+
+    hybrid_fusion: Fusion = Field(
+        default="rrf",
+        description="How hybrid search merges its lists: `rrf` (reciprocal rank) or `scores` (each list's "
+        "scores scaled to [0, 1], weighted, summed; see `memoryscope.stores.fusion`).",
+    )
+    hybrid_keyword_weight: float = Field(
+        default=1.0,
+        gt=0,
+        description="Weight of the keyword list against the dense list (weight 1) in hybrid fusion; "
+        "above 1 trusts exact words more than meaning.",
+    )
 
 
 def reciprocal_rank_fusion(
