@@ -76,7 +76,7 @@ class RetrieveMemoryWorker(Worker):
     `include` (the default config's) makes sure memories from the asked time are candidates
     however they rank among all the user's memories: "What did Maria start, as mentioned on 3
     June?" finds the message of 3 June that never says "June". On LoCoMo it raised recall@10 from
-    0.802 to 0.809 (benchmarks/README.md, §1); it costs two more searches, filtered by time, for
+    0.802 to 0.811 (benchmarks/README.md, §1); it costs two more searches, filtered by time, for
     a query that names a time, none for the others.
 
     A caller's `search_filter` (the simple API's `search`) narrows every search: only its memory
