@@ -68,6 +68,13 @@ def _row_by_row(path: Path, dimension: int) -> dict[int, tuple[object, ...]]:
     return _rows(matrix)
 
 
+def _snapshotted(store: SqliteMemoryStore, count: int, start: int = 0) -> None:
+    """Add `count` memories, search (which loads the matrix) and wait for the snapshot it saves."""
+    _fill(store, count, start=start)
+    _searched_matrix(store)
+    store._snapshots.wait()
+
+
 def _searched_matrix(store: SqliteMemoryStore) -> UserMatrix:
     store.search(ANN, vector=unit_vectors(1, store.dimension, seed=99)[0], mode=SearchMode.DENSE, top_k=3)
     matrix = store._cache.loaded("ann")
@@ -78,9 +85,7 @@ def _searched_matrix(store: SqliteMemoryStore) -> UserMatrix:
 def test_a_large_users_first_load_saves_a_snapshot_that_equals_the_rows(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
     path = tmp_path / "m.db"
     with _store(path, embedding_model) as store:
-        _fill(store, 40)
-        _searched_matrix(store)
-        store._snapshots.wait()
+        _snapshotted(store, 40)
     with sqlite3.connect(path) as connection:
         matrix = UserMatrix(embedding_model.dimension)
         assert read_snapshot(connection, path, matrix, "ann", pruned_through=0)
@@ -92,9 +97,7 @@ def test_a_large_users_first_load_saves_a_snapshot_that_equals_the_rows(tmp_path
 def test_a_small_user_gets_no_snapshot(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
     path = tmp_path / "m.db"
     with _store(path, embedding_model) as store:
-        _fill(store, 5)
-        _searched_matrix(store)
-        store._snapshots.wait()
+        _snapshotted(store, 5)
     with sqlite3.connect(path) as connection:
         assert connection.execute("SELECT count(*) FROM matrix_snapshot_files").fetchone()[0] == 0
 
@@ -137,9 +140,7 @@ def test_search_results_from_a_snapshot_equal_the_original_stores(tmp_path: Path
 def test_a_snapshot_the_pruned_log_no_longer_covers_is_ignored(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
     path = tmp_path / "m.db"
     with _store(path, embedding_model, change_log_retain=5) as store:
-        _fill(store, 30)
-        _searched_matrix(store)
-        store._snapshots.wait()
+        _snapshotted(store, 30)
         for index in range(3):  # each batch prunes the log past the snapshot's position
             _fill(store, 20, start=200 + 20 * index)
         store.delete(["m1", "m2"])
@@ -153,9 +154,7 @@ def test_a_snapshot_the_pruned_log_no_longer_covers_is_ignored(tmp_path: Path, e
 def test_a_snapshot_file_missing_or_cut_short_means_loading_row_by_row(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
     path = tmp_path / "m.db"
     with _store(path, embedding_model) as store:
-        _fill(store, 40)
-        _searched_matrix(store)
-        store._snapshots.wait()
+        _snapshotted(store, 40)
     [snapshot] = list(snapshot_folder(path).glob("*.snapshot"))
     snapshot.write_bytes(snapshot.read_bytes()[:-10])
     with sqlite3.connect(path) as connection:
@@ -173,9 +172,7 @@ def test_a_snapshot_file_missing_or_cut_short_means_loading_row_by_row(tmp_path:
 def test_a_newer_snapshot_replaces_the_file_of_the_older(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
     path = tmp_path / "m.db"
     with _store(path, embedding_model) as store:
-        _fill(store, 40)
-        _searched_matrix(store)
-        store._snapshots.wait()
+        _snapshotted(store, 40)
         first = list(snapshot_folder(path).glob("*"))
         _fill(store, 2000, start=1000)  # more than a replay: the next search reloads and saves again
         _searched_matrix(store)
@@ -191,9 +188,7 @@ def test_a_new_store_starts_from_the_snapshot_not_the_rows(tmp_path: Path, embed
     """Proof the snapshot is read: a vector changed in the snapshot only shows in the new matrix."""
     path = tmp_path / "m.db"
     with _store(path, embedding_model) as store:
-        _fill(store, 20)
-        _searched_matrix(store)
-        store._snapshots.wait()
+        _snapshotted(store, 20)
     [snapshot] = list(snapshot_folder(path).glob("*.snapshot"))
     data = bytearray(snapshot.read_bytes())
     first_vector = 32 + 20 * 8  # after the header and the 20 row ids
