@@ -155,8 +155,10 @@ def _jieba() -> Any:  # jieba ships no type hints
 
 def tokenize(text: str) -> list[str]:
     """All tokens of `text`, in order, lower-cased; CJK runs split into words."""
+    if text.isascii():
+        return _ascii_tokens(text)
     if not _CJK.search(text):
-        return _TOKEN.findall(text.lower())  # the common case, without a Python loop per token
+        return _TOKEN.findall(text.lower())  # without a Python loop per token
     tokens: list[str] = []
     for match in _TOKEN.finditer(text):
         piece = match.group(0)
@@ -164,6 +166,31 @@ def tokenize(text: str) -> list[str]:
             tokens.extend(word for word in _jieba().lcut(piece) if word.strip())
         else:
             tokens.append(piece.lower())
+    return tokens
+
+
+# ASCII text as bytes: letters lower-cased, digits and the apostrophe kept, anything else a space
+_ASCII_WORD_BYTES = bytes(
+    code + 32 if 65 <= code <= 90 else code if 97 <= code <= 122 or 48 <= code <= 57 or code == 39 else 32
+    for code in range(256)
+)
+_ASCII_TOKEN = re.compile(r"[0-9a-z]+(?:'[a-z]+)?")
+
+
+def _ascii_tokens(text: str) -> list[str]:
+    """`_TOKEN.findall(text.lower())` for ASCII `text`, ~10x faster: no match can span a character
+    outside [0-9a-z'], so those become spaces and `split` finds the words; only a piece with an
+    apostrophe ("i'm", "rock'n'roll", "'quoted'") needs the pattern. Ranking and keyword indexing
+    tokenize every candidate and every memory, and most text is ASCII."""
+    spaced = text.encode("ascii").translate(_ASCII_WORD_BYTES).decode("ascii")
+    if "'" not in spaced:
+        return spaced.split()
+    tokens: list[str] = []
+    for piece in spaced.split():
+        if "'" in piece:
+            tokens.extend(_ASCII_TOKEN.findall(piece))
+        else:
+            tokens.append(piece)
     return tokens
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 from collections import Counter
 from collections.abc import Iterator
 from importlib.metadata import entry_points
@@ -20,6 +21,11 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # Every workflow run in the tests checks that each worker reads and writes only what it declares
 # (memoryscope.workflow.io_check); `MEMORYSCOPE_CHECK_WORKER_IO=0 pytest` turns it off.
 os.environ.setdefault("MEMORYSCOPE_CHECK_WORKER_IO", "1")
+# A shell that starts a job in the background (`nohup pytest &`) hands it Ctrl-C ignored, and an
+# ignored signal stays ignored across exec: the tests that press Ctrl-C on a child process would
+# wait for it in vain. Caught here, it is reset to the default in every child.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # The fixtures `fake_openai`, `local_embedding` and `no_network` come from MemoryScope's pytest
 # plugin. An install made from this setup.py registers it already (the `pytest11` entry point);

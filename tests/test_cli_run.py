@@ -9,10 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from memoryscope import __version__
+from memoryscope.app import MemoryScope
 from memoryscope.cli import main
+from memoryscope.memory import MemoryNode
 
 LLM_ENV = ("MEMORYSCOPE_LLM_API_BASE", "MEMORYSCOPE_LLM_API_KEY", "MEMORYSCOPE_STORE_PATH")
 
@@ -74,8 +77,12 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_a_closed_pipe_ends_quietly(store: str) -> None:
-    texts = [item for index in range(100) for item in ("--text", f"memory {index} " + "long " * 400)]  # ~200 KB out
-    assert main(["run", "add_memory", "--store", store, "--user", "ann", *texts]) == 0
+    # ~200 KB to list, far beyond a pipe's buffer; stored with vectors given (embedding 40,000
+    # tokens would take a minute, and what is listed is all this test is about)
+    nodes = [MemoryNode(user_name="ann", content=f"memory {index} " + "long " * 400) for index in range(100)]
+    with MemoryScope("default", overrides={"memory_store.path": store}) as scope:
+        assert scope.store is not None
+        scope.store.upsert(nodes, vectors=np.eye(len(nodes), scope.store.embedding_model.dimension, dtype=np.float32))
     command = f"{sys.executable} -m memoryscope.cli run list_memory --store {store} --user ann | head -n 1"
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     done = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=120, env=env)

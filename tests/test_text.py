@@ -45,3 +45,19 @@ def test_remembered_stems_stay_bounded_and_right(monkeypatch: pytest.MonkeyPatch
     assert [text.stem(word) for word in words] == ["movi", "paint", "hobbi", "run", "studi"]
     assert len(text._STEMS) <= 3
     assert text.keyword_terms("Painting movies") == ["paint", "movi"]
+
+
+def test_ascii_text_splits_exactly_as_the_token_pattern_does() -> None:
+    """`tokenize`'s fast path for ASCII text (bytes translate + split) gives the very tokens of
+    the pattern every store indexed with: a different split would silently mismatch old indexes."""
+    import random
+    import string
+
+    from memoryscope.text import _TOKEN, tokenize
+
+    alphabet = string.ascii_letters + string.digits + "''''  ,.;:-_/\"!?()[]\t\n@#$%&*+=<>|~`^{}\\"
+    rng = random.Random(7)
+    texts = ["".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 60))) for _ in range(3000)]
+    texts += ["rock'n'roll", "'quoted'", "don't I'M", "ok''x 12ab", "a-b_c.d/e", "'", "x'", "x'1", "ÄÖ is not ascii"]
+    for text in texts:
+        assert tokenize(text) == _TOKEN.findall(text.lower()), text
