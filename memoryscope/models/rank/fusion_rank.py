@@ -120,7 +120,9 @@ def _document(own: str, around: str, around_weight: float) -> tuple[dict[str, fl
     """The keyword terms of a memory's `own` and `around` text, counted (a word around it
     counting `around_weight`), and their total: the document's length. Cached since the same
     memories come back query after query. Callers only read the result."""
-    counts: dict[str, float] = dict(Counter(keyword_terms(own)))
+    counts: dict[str, float] = {}
+    for term in keyword_terms(own):  # a plain loop: about twice as fast as Counter for ~15 words
+        counts[term] = counts.get(term, 0.0) + 1.0
     if around:
         for term, count in Counter(keyword_terms(around)).items():
             counts[term] = counts.get(term, 0.0) + around_weight * count
