@@ -29,7 +29,7 @@ import numpy as np
 
 from memoryscope.memory import MemoryStatus, MemoryType
 from memoryscope.stores._sqlite_schema import TIME_FIELDS, time_bounds
-from memoryscope.stores._sqlite_snapshot import SnapshotWriter, pack
+from memoryscope.stores._sqlite_snapshot import SnapshotWriter
 from memoryscope.stores.base import MemoryFilter
 
 __all__ = ["VECTOR_ADVICE", "MatrixCache", "UserMatrix", "vector_damage"]
@@ -346,7 +346,7 @@ def refresh(connection: sqlite3.Connection, matrix: UserMatrix, user_name: str, 
     # a snapshot far behind costs a long replay on every start: save a newer one too
     stale = from_snapshot and changed is not None and len(changed) > max(1024, matrix.size // 16)
     if snapshots is not None and (reloaded or stale) and matrix.size >= snapshots.from_rows:
-        snapshots.submit(user_name, pack(matrix, head))
+        snapshots.submit(user_name, matrix)  # copied out on its thread, a chunk at a time
 
 
 def _warn(connection: sqlite3.Connection, damage: Damage) -> None:

@@ -10,11 +10,13 @@ from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from memoryscope.memory import MemoryType
 from memoryscope.models.embedding.local_embedding import LocalEmbedding
+from memoryscope.stores import _sqlite_snapshot
 from memoryscope.stores._sqlite_cache import UserMatrix, _reload
-from memoryscope.stores._sqlite_snapshot import read_snapshot, snapshot_folder
+from memoryscope.stores._sqlite_snapshot import MatrixMoved, read_snapshot, snapshot_folder, write_snapshot
 from memoryscope.stores.base import MemoryFilter, SearchMode
 from memoryscope.stores.sqlite_store import SqliteMemoryStore
 from memoryscope.testing.store_contract import BASE_TIME, make_node, unit_vectors
@@ -197,3 +199,44 @@ def test_a_new_store_starts_from_the_snapshot_not_the_rows(tmp_path: Path, embed
     with _store(path, embedding_model) as fresh:
         assert fresh._cache.loaded("ann") is None
         assert float(_searched_matrix(fresh).vectors[0, 0]) == 0.5
+
+
+def test_a_snapshot_is_written_chunk_by_chunk_and_equals_the_rows(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
+    path = tmp_path / "m.db"
+    with _store(path, embedding_model) as store:
+        _fill(store, 45)
+        matrix = _searched_matrix(store)
+        store._snapshots.wait()
+        with sqlite3.connect(path) as connection:
+            assert write_snapshot(connection, path, "ann", matrix, chunk_rows=4)  # 12 chunks a section
+    with sqlite3.connect(path) as connection:
+        again = UserMatrix(embedding_model.dimension)
+        assert read_snapshot(connection, path, again, "ann", pruned_through=0)
+    assert _rows(again) == _row_by_row(path, embedding_model.dimension)
+
+
+def test_a_matrix_that_changes_while_written_leaves_no_file(
+    tmp_path: Path, embedding_model: LocalEmbedding, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A change between two chunks would mix two states in one file: the write gives up cleanly."""
+    path = tmp_path / "m.db"
+    with _store(path, embedding_model) as store:
+        _snapshotted(store, 30)
+        matrix = store._cache.loaded("ann")
+        assert matrix is not None
+        before = sorted(snapshot_folder(path).iterdir())
+        with sqlite3.connect(path) as connection:
+            named = connection.execute("SELECT file, seq FROM matrix_snapshot_files").fetchall()
+        copy_vectors = _sqlite_snapshot._vectors
+
+        def vectors_then_a_change(matrix_: UserMatrix, start: int, stop: int) -> np.ndarray:
+            part = copy_vectors(matrix_, start, stop)
+            matrix_.version += 1  # what every change of the rows does (the caller holds the lock)
+            return part
+
+        monkeypatch.setattr(_sqlite_snapshot, "_vectors", vectors_then_a_change)
+        with sqlite3.connect(path) as connection, pytest.raises(MatrixMoved):
+            write_snapshot(connection, path, "ann", matrix, chunk_rows=8)
+        with sqlite3.connect(path) as connection:
+            assert connection.execute("SELECT file, seq FROM matrix_snapshot_files").fetchall() == named
+    assert sorted(snapshot_folder(path).iterdir()) == before  # no new file, no .part left
