@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -88,11 +89,16 @@ def rss_mb(peak: bool = False) -> float:
 
 
 def disk_mb(database: Path) -> float:
-    """Size of an SQLite file with its -wal and -shm companions, in MiB."""
+    """Size of an SQLite file with its -wal and -shm companions and the matrix snapshots beside
+    it (`<file>-snapshots/`, the SQLite store's), in MiB."""
     total = 0
     for suffix in ("", "-wal", "-shm"):
         path = Path(f"{database}{suffix}")
         if path.exists():
+            total += path.stat().st_size
+    snapshots = Path(f"{database}-snapshots")
+    for path in snapshots.iterdir() if snapshots.is_dir() else ():
+        with contextlib.suppress(FileNotFoundError):  # one being replaced meanwhile
             total += path.stat().st_size
     return round(total / 1024 / 1024, 2)
 

@@ -32,6 +32,7 @@ import os
 import secrets
 import sqlite3
 import threading
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -43,7 +44,16 @@ from memoryscope.stores._sqlite_schema import TIME_FIELDS
 if TYPE_CHECKING:  # a type only: `_sqlite_connections` imports `_sqlite_cache`, which imports this
     from memoryscope.stores._sqlite_connections import SqliteConnections
 
-__all__ = ["CHUNK_ROWS", "MatrixMoved", "SnapshotWriter", "read_snapshot", "snapshot_folder", "write_snapshot"]
+__all__ = [
+    "CHUNK_ROWS",
+    "MatrixMoved",
+    "SnapshotWriter",
+    "forget_snapshots",
+    "read_snapshot",
+    "remove_snapshot_files",
+    "snapshot_folder",
+    "write_snapshot",
+]
 
 _MAGIC = b"MSSNAP01"
 _HEADER = np.dtype([("magic", "S8"), ("seq", "<i8"), ("rows", "<i8"), ("dimension", "<i8")])
@@ -146,8 +156,26 @@ def write_snapshot(
         (folder / name).unlink(missing_ok=True)
         raise
     if replaced is not None:
-        (folder / Path(replaced).name).unlink(missing_ok=True)  # a reader holding it open still reads it whole
+        remove_snapshot_files(database, [replaced])
     return replaced != name
+
+
+def forget_snapshots(connection: sqlite3.Connection, user_names: Collection[str]) -> list[str]:
+    """Drop the snapshots of `user_names` inside the caller's write transaction; returns their
+    files, for `remove_snapshot_files` once that transaction has committed."""
+    files: list[str] = []
+    for user_name in user_names:
+        found = connection.execute("SELECT file FROM matrix_snapshot_files WHERE user_name = ?", (user_name,)).fetchone()
+        if found is not None:
+            connection.execute("DELETE FROM matrix_snapshot_files WHERE user_name = ?", (user_name,))
+            files.append(str(found[0]))
+    return files
+
+
+def remove_snapshot_files(database: Path, files: Collection[str]) -> None:
+    """Delete snapshot files no row names any more (a reader holding one open still reads it whole)."""
+    for file in files:
+        (snapshot_folder(database) / Path(file).name).unlink(missing_ok=True)
 
 
 def read_snapshot(connection: sqlite3.Connection, database: Path, matrix: Any, user_name: str, pruned_through: int) -> bool:

@@ -61,7 +61,7 @@ from memoryscope.stores._sqlite_schema import (
     validate_filter,
 )
 from memoryscope.stores._sqlite_search import Searcher
-from memoryscope.stores._sqlite_snapshot import SnapshotWriter
+from memoryscope.stores._sqlite_snapshot import SnapshotWriter, forget_snapshots, remove_snapshot_files
 from memoryscope.stores.base import (
     STORES,
     MemoryFilter,
@@ -324,28 +324,28 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
     def delete(self, memory_ids: Sequence[str], *, change: ChangeSource | None = None) -> int:
         if not memory_ids:
             return 0
-        where, params = f"memory_id IN {_IDS_PARAM}", [json.dumps(list(memory_ids))]
-        with self._connections.errors(), self._connections.write_transaction() as connection:
-            return self._delete_where(connection, where, params, change)
+        return self._delete_where(f"memory_id IN {_IDS_PARAM}", [json.dumps(list(memory_ids))], change)
 
     def delete_by_filter(self, memory_filter: MemoryFilter, *, change: ChangeSource | None = None) -> int:
         validate_filter(memory_filter)
         where, params = filter_sql(memory_filter)
-        with self._connections.errors(), self._connections.write_transaction() as connection:
-            return self._delete_where(connection, where, params, change)
+        return self._delete_where(where, params, change)
 
-    def _delete_where(
-        self, connection: sqlite3.Connection, where: str, params: Sequence[Any], change: ChangeSource | None
-    ) -> int:
+    def _delete_where(self, where: str, params: Sequence[Any], change: ChangeSource | None) -> int:
         """Delete the rows `where` matches, keeping in the history that they were deleted (and,
-        unless configured, forgetting what they said)."""
-        deleted = [node_from_row(row) for row in connection.execute(f"{_SELECT_NODES} WHERE {where}", params).fetchall()]
-        cursor = connection.execute(f"DELETE FROM memories WHERE {where}", params)
-        keep = self.params.history_keep_deleted_content
-        if not keep:
-            history.forget_content(connection, [node.memory_id for node in deleted])
-        history.record(connection, changes_of_delete(deleted, change, keep_content=keep))
-        self._prune_change_log(connection)
+        unless configured, forgetting what they said). Their users' matrix snapshots go too: a
+        snapshot holds the vectors as they were, and a deleted memory must not live on in one
+        (the next load of such a user reads the rows, and saves a new one)."""
+        with self._connections.errors(), self._connections.write_transaction() as connection:
+            deleted = [node_from_row(row) for row in connection.execute(f"{_SELECT_NODES} WHERE {where}", params).fetchall()]
+            cursor = connection.execute(f"DELETE FROM memories WHERE {where}", params)
+            keep = self.params.history_keep_deleted_content
+            if not keep:
+                history.forget_content(connection, [node.memory_id for node in deleted])
+            history.record(connection, changes_of_delete(deleted, change, keep_content=keep))
+            self._prune_change_log(connection)
+            dropped = forget_snapshots(connection, {node.user_name for node in deleted})
+        remove_snapshot_files(self.path, dropped)  # once the rows naming them are gone for good
         return cursor.rowcount
 
     def record_history(self, changes: Sequence[MemoryChange]) -> None:

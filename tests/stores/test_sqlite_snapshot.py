@@ -105,14 +105,14 @@ def test_a_small_user_gets_no_snapshot(tmp_path: Path, embedding_model: LocalEmb
 
 
 def test_snapshot_plus_later_changes_by_another_store_equals_the_rows(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
-    """Deletes, updates and inserts after the snapshot, by another store object on the file."""
+    """Updates, a memory moved to another user, and inserts after the snapshot, by another store
+    object on the file (a delete drops the snapshot: see the test of that)."""
     path = tmp_path / "m.db"
     with _store(path, embedding_model) as first:
         _fill(first, 40)
         _searched_matrix(first)
         first._snapshots.wait()
     with _store(path, embedding_model) as writer:
-        writer.delete(["m0", "m7", "m39"])
         writer.update("m3", target_name="moved", reflected=True, event_time=BASE_TIME)
         writer.update("m5", content="now about something else")
         _fill(writer, 4, start=100)
@@ -124,7 +124,7 @@ def test_snapshot_plus_later_changes_by_another_store_equals_the_rows(tmp_path: 
             head = connection.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memory_changes'").fetchone()[0]
         assert snapshot_seq < head  # the fresh store replayed changes on top of the snapshot
         assert _rows(loaded) == _row_by_row(path, embedding_model.dimension)
-        assert len(_rows(loaded)) == 40 - 3 - 1 + 4
+        assert len(_rows(loaded)) == 40 - 1 + 4
 
 
 def test_search_results_from_a_snapshot_equal_the_original_stores(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
@@ -240,3 +240,32 @@ def test_a_matrix_that_changes_while_written_leaves_no_file(
         with sqlite3.connect(path) as connection:
             assert connection.execute("SELECT file, seq FROM matrix_snapshot_files").fetchall() == named
     assert sorted(snapshot_folder(path).iterdir()) == before  # no new file, no .part left
+
+
+def test_deleting_memories_drops_their_users_snapshot_and_only_theirs(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
+    """A snapshot holds vectors as they were: a deleted memory must not live on in one."""
+    path = tmp_path / "m.db"
+    bob = MemoryFilter("bob")
+    with _store(path, embedding_model) as store:
+        _snapshotted(store, 30)
+        bobs = [make_node(f"bob {index}", user_name="bob", memory_id=f"b{index}") for index in range(20)]
+        store.upsert(bobs, vectors=unit_vectors(20, store.dimension, seed=3))
+        store.search(bob, vector=unit_vectors(1, store.dimension, seed=4)[0], mode=SearchMode.DENSE, top_k=3)
+        store._snapshots.wait()
+        with sqlite3.connect(path) as connection:
+            files = dict(connection.execute("SELECT user_name, file FROM matrix_snapshot_files").fetchall())
+        assert set(files) == {"ann", "bob"}
+
+        assert store.delete(["m4"]) == 1
+        with sqlite3.connect(path) as connection:
+            left = dict(connection.execute("SELECT user_name, file FROM matrix_snapshot_files").fetchall())
+        assert left == {"bob": files["bob"]}
+        assert sorted(file.name for file in snapshot_folder(path).iterdir()) == [files["bob"]]
+
+        assert store.delete_by_filter(bob) == 20  # a whole user gone: no file of theirs is left
+        assert list(snapshot_folder(path).iterdir()) == []
+    with _store(path, embedding_model) as fresh:
+        assert _rows(_searched_matrix(fresh)) == _row_by_row(path, embedding_model.dimension)
+        fresh._snapshots.wait()
+    with sqlite3.connect(path) as connection:
+        assert [user for (user,) in connection.execute("SELECT user_name FROM matrix_snapshot_files")] == ["ann"]
