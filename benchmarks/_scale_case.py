@@ -11,6 +11,7 @@ The embedding model's call counter must not move while timing; the case fails if
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 import tempfile
@@ -148,6 +149,7 @@ def _time_queries(scope: MemoryScope, dimension: int, case: Case) -> dict[str, A
         return time.perf_counter() - started
 
     calls_before = embedder.usage.calls
+    load_before = _load_average()
     retrieve_s: list[float] = []
     search_s: list[float] = []
     workers: dict[str, list[float]] = {}
@@ -166,6 +168,7 @@ def _time_queries(scope: MemoryScope, dimension: int, case: Case) -> dict[str, A
             workers.setdefault(name, []).append(seconds)
         progress.advance()
     progress.close()
+    load_after = _load_average()
     by_mode = _time_by_mode(store, template, texts[_WARMUP:], vectors[_WARMUP:])
     stages = stage_profile(store, template, texts[_WARMUP:], vectors[_WARMUP:])
     same_as_fts = _same_as_fts5(store, template, texts[_WARMUP:], vectors[_WARMUP:])
@@ -189,7 +192,16 @@ def _time_queries(scope: MemoryScope, dimension: int, case: Case) -> dict[str, A
         "memories_returned_p50": statistics.median(returned) if returned else 0,
         "embedding_calls_during_timing": embedding_calls,
         "queries_timed": case.queries,
+        # the 1-minute load average as the timed queries began and ended (this process counts ~1)
+        "load_average_1m": [load_before, load_after],
     }
+
+
+def _load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:  # not on every platform
+        return None
 
 
 def _recorded_searches(store: Any, call: Any) -> list[tuple[Any, dict[str, Any]]]:

@@ -118,15 +118,16 @@ def scale_markdown(result: dict[str, Any]) -> str:
         f"{result.get('queries_per_size', '')} queries per size, {result.get('date', '')}",
         "",
         "| user's memories | store total | search p50 | search p95 | retrieve p50 | retrieve p95 | overhead (p50) "
-        "| insert/s | disk MB | RSS MB |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| insert/s | disk MB | RSS MB | load 1m |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for label, v in _scale_rows(result):
         lines.append(
             f"| {label} | {v['memories_total']:,} "
             f"| {_fmt(v['store_search_ms']['p50'], 2)} | {_fmt(v['store_search_ms']['p95'], 2)} "
             f"| {_fmt(v['retrieve_ms']['p50'], 2)} | {_fmt(v['retrieve_ms']['p95'], 2)} | {_fmt(v['overhead_ratio'], 2)}× "
-            f"| {_fmt(v['insert_per_s'], 0)} | {_fmt(v['disk_mb'], 1)} | {_fmt(v['rss_mb'], 0)} |"
+            f"| {_fmt(v['insert_per_s'], 0)} | {_fmt(v['disk_mb'], 1)} | {_fmt(v['rss_mb'], 0)} "
+            f"| {'-'.join(_fmt(load, 2) for load in v.get('load_average_1m') or [])} |"
         )
     crowd = result.get("crowd")
     if crowd:

@@ -103,6 +103,11 @@ def _ratio(a: float, b: float) -> float | None:
     return round(a / b, 3) if b else None
 
 
+def _loads(pair: Sequence[float | None] | None) -> str:
+    """The load average as timing began and ended: "0.84-1.02"."""
+    return "-".join("?" if value is None else f"{value:.2f}" for value in pair) if pair else ""
+
+
 def _print_summary(result: dict[str, Any]) -> None:
     print(f"\nretrieve_memory latency by store size — config {result['config']} (query embedding excluded)")
     rows = []
@@ -123,6 +128,7 @@ def _print_summary(result: dict[str, Any]) -> None:
                 values["insert_per_s"],
                 values["disk_mb"],
                 values["rss_mb"],
+                _loads(values.get("load_average_1m")),
             ]
         )
     headers = [
@@ -136,6 +142,7 @@ def _print_summary(result: dict[str, Any]) -> None:
         "insert/s",
         "disk MB",
         "RSS MB",
+        "load 1m",
     ]
     print_table(headers, rows)
     if "crowd" in result:

@@ -131,6 +131,8 @@ def test_scale_writes_its_contract(tmp_path: Path) -> None:
         assert case["overhead_ratio"] > 0 and case["insert_per_s"] > 0 and case["disk_mb"] > 0 and case["rss_mb"] > 0
         assert case["embedding_calls_during_timing"] == 0
         assert case["embedding_calls_during_fill"] == 0
+        before, after = case["load_average_1m"]  # the machine's load beside the figures
+        assert before >= 0 and after >= 0
     assert result["sizes"]["200"]["memories_of_user"] == 200
     assert result["crowd"]["crowded"]["memories_total"] == 600
 
