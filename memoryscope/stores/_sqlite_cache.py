@@ -317,7 +317,8 @@ def _cosines(unit_rows: np.ndarray, query: np.ndarray) -> np.ndarray:
 def refresh(connection: sqlite3.Connection, matrix: UserMatrix, user_name: str, snapshots: SnapshotWriter | None = None) -> None:
     """Bring `matrix` up to date with the database; the caller holds `matrix.lock`. With
     `snapshots`, a matrix never loaded starts from the user's snapshot if there is one, and a
-    large user's matrix loaded row by row is saved as one."""
+    large user's matrix loaded row by row (or caught up after a delete dropped its snapshot) is
+    saved as one."""
     user_last, pruned_through = connection.execute(_STALENESS_SQL, (user_name,)).fetchone()
     if matrix.seq >= 0 and matrix.seq >= pruned_through and (user_last or 0) <= matrix.seq:
         return  # the hot path: nothing changed for this user
@@ -343,9 +344,13 @@ def refresh(connection: sqlite3.Connection, matrix: UserMatrix, user_name: str, 
             _warn(connection, damage)
     finally:
         connection.execute("COMMIT")
-    # a snapshot far behind costs a long replay on every start: save a newer one too
+    if snapshots is None or matrix.size < snapshots.from_rows:
+        return
+    # a snapshot far behind costs a long replay on every start: save a newer one too; and one a
+    # delete dropped (a deleted memory must not live on in it) is saved again from this matrix
     stale = from_snapshot and changed is not None and len(changed) > max(1024, matrix.size // 16)
-    if snapshots is not None and (reloaded or stale) and matrix.size >= snapshots.from_rows:
+    dropped = bool(changed) and not reloaded and not snapshots.exists(connection, user_name)
+    if reloaded or stale or dropped:
         snapshots.submit(user_name, matrix)  # copied out on its thread, a chunk at a time
 
 

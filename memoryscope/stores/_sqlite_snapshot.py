@@ -242,6 +242,11 @@ class SnapshotWriter:
     def read(self, connection: sqlite3.Connection, matrix: Any, user_name: str, pruned_through: int) -> bool:
         return read_snapshot(connection, self._connections.path, matrix, user_name, pruned_through)
 
+    def exists(self, connection: sqlite3.Connection, user_name: str) -> bool:
+        """Whether the user has a snapshot (usable or not)."""
+        sql = "SELECT 1 FROM matrix_snapshot_files WHERE user_name = ?"
+        return connection.execute(sql, (user_name,)).fetchone() is not None
+
     def submit(self, user_name: str, matrix: Any) -> None:
         """Save `matrix` (a `UserMatrix`) as the user's snapshot, on the background thread."""
         with self._lock:
