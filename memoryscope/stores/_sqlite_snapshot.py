@@ -32,6 +32,7 @@ import os
 import secrets
 import sqlite3
 import threading
+import time
 from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -69,7 +70,8 @@ _FIELD_NAMES = ("target", "workspace", "memory_type", "status", "reflected", "up
 _log = logging.getLogger(__name__)
 
 CHUNK_ROWS = 8192  # rows copied out per hold of the matrix's lock (12 MB of 384-d vectors)
-_ATTEMPTS = 3  # a matrix that keeps changing while it is written is left without a snapshot
+_ATTEMPTS = 3  # a matrix that keeps changing while it is written is left without a snapshot ...
+_RETRY_AFTER_S = 60.0  # ... and its user's next try waits this long: no rewriting it on every write
 
 
 def snapshot_folder(database: Path) -> Path:
@@ -230,7 +232,9 @@ def _read_into(source: Any, array: np.ndarray) -> None:
 class SnapshotWriter:
     """Reads snapshots, and writes them on one background thread (its own connection), so no
     search waits for the write lock or for writing tens of megabytes. A failed write is only
-    logged: the next reload tries again, and meanwhile loading row by row stays right."""
+    logged: the next reload tries again, and meanwhile loading row by row stays right. A user
+    whose matrix changed under every attempt is not tried again for `_RETRY_AFTER_S`: under a
+    steady stream of writes each attempt would be thrown away, and that I/O with it."""
 
     def __init__(self, connections: SqliteConnections, from_rows: int) -> None:
         self.from_rows = from_rows
@@ -238,6 +242,7 @@ class SnapshotWriter:
         self._executor: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._pending: set[str] = set()
+        self._resting_until: dict[str, float] = {}  # user -> monotonic time of their next try
 
     def read(self, connection: sqlite3.Connection, matrix: Any, user_name: str, pruned_through: int) -> bool:
         return read_snapshot(connection, self._connections.path, matrix, user_name, pruned_through)
@@ -250,7 +255,7 @@ class SnapshotWriter:
     def submit(self, user_name: str, matrix: Any) -> None:
         """Save `matrix` (a `UserMatrix`) as the user's snapshot, on the background thread."""
         with self._lock:
-            if user_name in self._pending:
+            if user_name in self._pending or time.monotonic() < self._resting_until.get(user_name, 0.0):
                 return
             if self._executor is None:
                 self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memoryscope-snapshot")
@@ -265,7 +270,9 @@ class SnapshotWriter:
                     return
                 except MatrixMoved:
                     continue  # written again from the matrix as it is now
-            _log.info("the matrix of user %r kept changing while it was saved; the next reload tries again", user_name)
+            with self._lock:
+                self._resting_until[user_name] = time.monotonic() + _RETRY_AFTER_S
+            _log.info("the matrix of user %r kept changing while it was saved; trying again in %.0f s", user_name, _RETRY_AFTER_S)
         except Exception as error:  # a snapshot only saves time: the store stays right without it
             _log.warning("could not save the matrix snapshot of user %r (%s); the next reload tries again", user_name, error)
         finally:

@@ -272,3 +272,35 @@ def test_deleting_memories_drops_their_users_snapshot_and_only_theirs(tmp_path: 
         again = UserMatrix(embedding_model.dimension)
         assert read_snapshot(connection, path, again, "ann", pruned_through=0)
     assert _rows(again) == _row_by_row(path, embedding_model.dimension) and len(_rows(again)) == 29
+
+
+def test_a_user_whose_matrix_changes_under_every_attempt_rests_before_the_next(
+    tmp_path: Path, embedding_model: LocalEmbedding, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under a steady stream of writes every attempt would be thrown away: after three, the user
+    is left alone for a while instead of being rewritten at each search."""
+    path = tmp_path / "m.db"
+    attempts = 0
+    copy_vectors = _sqlite_snapshot._vectors
+
+    def vectors_then_a_change(matrix_: UserMatrix, start: int, stop: int) -> np.ndarray:
+        nonlocal attempts
+        attempts += 1
+        matrix_.version += 1
+        return copy_vectors(matrix_, start, stop)
+
+    with _store(path, embedding_model) as store:
+        _fill(store, 30)
+        monkeypatch.setattr(_sqlite_snapshot, "_vectors", vectors_then_a_change)
+        matrix = _searched_matrix(store)  # the first load submits a snapshot: three attempts, all moved
+        store._snapshots.wait()
+        assert attempts == 3
+        store._snapshots.submit("ann", matrix)  # what the next search after a change would do
+        store._snapshots.wait()
+        assert attempts == 3
+        monkeypatch.setattr(_sqlite_snapshot, "_vectors", copy_vectors)
+        store._snapshots._resting_until.clear()  # the rest is over: a quiet matrix is saved
+        store._snapshots.submit("ann", matrix)
+        store._snapshots.wait()
+    with sqlite3.connect(path) as connection:
+        assert connection.execute("SELECT count(*) FROM matrix_snapshot_files").fetchone()[0] == 1
