@@ -77,6 +77,21 @@ def _snapshotted(store: SqliteMemoryStore, count: int, start: int = 0) -> None:
     store._snapshots.wait()
 
 
+class _MovingVectors:
+    """Stands in for `_sqlite_snapshot._vectors`: copies a chunk of vectors, then changes the
+    matrix as every change of its rows does (the caller holds the lock), and counts its calls."""
+
+    def __init__(self) -> None:
+        self.copy_vectors = _sqlite_snapshot._vectors
+        self.calls = 0
+
+    def __call__(self, matrix: UserMatrix, start: int, stop: int) -> np.ndarray:
+        self.calls += 1
+        part = self.copy_vectors(matrix, start, stop)
+        matrix.version += 1
+        return part
+
+
 def _searched_matrix(store: SqliteMemoryStore) -> UserMatrix:
     store.search(ANN, vector=unit_vectors(1, store.dimension, seed=99)[0], mode=SearchMode.DENSE, top_k=3)
     matrix = store._cache.loaded("ann")
@@ -227,14 +242,7 @@ def test_a_matrix_that_changes_while_written_leaves_no_file(
         before = sorted(snapshot_folder(path).iterdir())
         with sqlite3.connect(path) as connection:
             named = connection.execute("SELECT file, seq FROM matrix_snapshot_files").fetchall()
-        copy_vectors = _sqlite_snapshot._vectors
-
-        def vectors_then_a_change(matrix_: UserMatrix, start: int, stop: int) -> np.ndarray:
-            part = copy_vectors(matrix_, start, stop)
-            matrix_.version += 1  # what every change of the rows does (the caller holds the lock)
-            return part
-
-        monkeypatch.setattr(_sqlite_snapshot, "_vectors", vectors_then_a_change)
+        monkeypatch.setattr(_sqlite_snapshot, "_vectors", _MovingVectors())
         with sqlite3.connect(path) as connection, pytest.raises(MatrixMoved):
             write_snapshot(connection, path, "ann", matrix, chunk_rows=8)
         with sqlite3.connect(path) as connection:
@@ -280,25 +288,17 @@ def test_a_user_whose_matrix_changes_under_every_attempt_rests_before_the_next(
     """Under a steady stream of writes every attempt would be thrown away: after three, the user
     is left alone for a while instead of being rewritten at each search."""
     path = tmp_path / "m.db"
-    attempts = 0
-    copy_vectors = _sqlite_snapshot._vectors
-
-    def vectors_then_a_change(matrix_: UserMatrix, start: int, stop: int) -> np.ndarray:
-        nonlocal attempts
-        attempts += 1
-        matrix_.version += 1
-        return copy_vectors(matrix_, start, stop)
-
+    moving = _MovingVectors()
     with _store(path, embedding_model) as store:
         _fill(store, 30)
-        monkeypatch.setattr(_sqlite_snapshot, "_vectors", vectors_then_a_change)
+        monkeypatch.setattr(_sqlite_snapshot, "_vectors", moving)
         matrix = _searched_matrix(store)  # the first load submits a snapshot: three attempts, all moved
         store._snapshots.wait()
-        assert attempts == 3
+        assert moving.calls == 3
         store._snapshots.submit("ann", matrix)  # what the next search after a change would do
         store._snapshots.wait()
-        assert attempts == 3
-        monkeypatch.setattr(_sqlite_snapshot, "_vectors", copy_vectors)
+        assert moving.calls == 3
+        monkeypatch.setattr(_sqlite_snapshot, "_vectors", moving.copy_vectors)
         store._snapshots._resting_until.clear()  # the rest is over: a quiet matrix is saved
         store._snapshots.submit("ann", matrix)
         store._snapshots.wait()
