@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from memoryscope.memory import MemoryStatus, MemoryType
+from memoryscope.stores._arrays import empty
 from memoryscope.stores._sqlite_schema import TIME_FIELDS, time_bounds
 from memoryscope.stores._sqlite_snapshot import SnapshotWriter
 from memoryscope.stores.base import MemoryFilter
@@ -95,15 +96,15 @@ class UserMatrix:
         self._allocate(0)
 
     def _allocate(self, capacity: int) -> None:
-        self.row_ids = np.empty(capacity, dtype=np.int64)
-        self.vectors = np.empty((capacity, self.dimension), dtype=np.float32)
-        self.target = np.empty(capacity, dtype=np.int32)
-        self.workspace = np.empty(capacity, dtype=np.int32)
-        self.memory_type = np.empty(capacity, dtype=np.int8)
-        self.status = np.empty(capacity, dtype=np.int8)
-        self.times = {name: np.empty(capacity, dtype=np.float64) for name in TIME_FIELDS}
-        self.reflected = np.empty(capacity, dtype=bool)
-        self.updated = np.empty(capacity, dtype=bool)
+        self.row_ids = empty(capacity, np.int64)
+        self.vectors = empty((capacity, self.dimension), np.float32)  # on plain pages: see `_arrays`
+        self.target = empty(capacity, np.int32)
+        self.workspace = empty(capacity, np.int32)
+        self.memory_type = empty(capacity, np.int8)
+        self.status = empty(capacity, np.int8)
+        self.times = {name: empty(capacity, np.float64) for name in TIME_FIELDS}
+        self.reflected = empty(capacity, bool)
+        self.updated = empty(capacity, bool)
 
     def _arrays(self) -> list[np.ndarray]:
         columns = [self.row_ids, self.vectors, self.target, self.workspace, self.memory_type, self.status]

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 
+from memoryscope.stores._arrays import empty
 from memoryscope.stores._sqlite_schema import TIME_FIELDS
 
 if TYPE_CHECKING:  # a type only: `_sqlite_connections` imports `_sqlite_cache`, which imports this
@@ -208,7 +209,7 @@ def read_snapshot(connection: sqlite3.Connection, database: Path, matrix: Any, u
             # straight into the matrix's arrays: no copy beside the one from the OS
             _read_into(source, matrix.row_ids[:rows])
             _read_into(source, matrix.vectors[:rows])
-            fields = np.empty(rows, dtype=_FIELDS)
+            fields = empty(rows, _FIELDS)
             _read_into(source, fields)
     except (OSError, ValueError) as error:
         _log.info("the matrix snapshot of user %r is not usable (%s); loading the user row by row", user_name, error)
