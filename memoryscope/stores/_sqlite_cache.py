@@ -30,7 +30,7 @@ import numpy as np
 from memoryscope.memory import MemoryStatus, MemoryType
 from memoryscope.stores._arrays import empty
 from memoryscope.stores._sqlite_schema import TIME_FIELDS, time_bounds
-from memoryscope.stores._sqlite_snapshot import SnapshotWriter
+from memoryscope.stores._sqlite_snapshot import SnapshotWriter, far_behind
 from memoryscope.stores.base import MemoryFilter
 
 __all__ = ["VECTOR_ADVICE", "MatrixCache", "UserMatrix", "vector_damage"]
@@ -349,7 +349,7 @@ def refresh(connection: sqlite3.Connection, matrix: UserMatrix, user_name: str, 
         return
     # a snapshot far behind costs a long replay on every start: save a newer one too; and one a
     # delete dropped (a deleted memory must not live on in it) is saved again from this matrix
-    stale = from_snapshot and changed is not None and len(changed) > max(1024, matrix.size // 16)
+    stale = from_snapshot and changed is not None and far_behind(len(changed), matrix.size)
     dropped = bool(changed) and not reloaded and not snapshots.exists(connection, user_name)
     if reloaded or stale or dropped:
         snapshots.submit(user_name, matrix)  # copied out on its thread, a chunk at a time

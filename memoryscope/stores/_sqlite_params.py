@@ -54,8 +54,10 @@ class SqliteStoreParams(HybridFusionSettings):
         default=5_000,
         gt=0,
         description="Users with at least this many memories get a packed copy of their vector matrix saved beside "
-        "the file (`<path>-snapshots/`), so a new process loads it in one read instead of row by row. Deleting "
-        "any of a user's memories drops their snapshot (the next load saves a new one).",
+        "the file (`<path>-snapshots/`), so a new process loads it in one read instead of row by row. It is saved "
+        "after a user's matrix is loaded row by row, and on closing a store that changed more of a user's "
+        "memories than a snapshot may lag behind (an import). Deleting any of a user's memories drops their "
+        "snapshot (the next load saves a new one).",
     )
     change_log_retain: int = Field(
         default=50_000,

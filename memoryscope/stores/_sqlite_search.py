@@ -12,10 +12,11 @@ the nodes it returns.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -41,6 +42,7 @@ _SELECT_BY_ROW_ID = (
 # a hybrid search of a user with at least this many vectors runs its two halves on two threads
 PARALLEL_FROM_ROWS = 5000
 _OVERFETCH = 1.25  # keyword candidates fetched beyond what the filter's share should leave
+_log = logging.getLogger(__name__)
 
 
 class Searcher:
@@ -77,6 +79,24 @@ class Searcher:
             if self._executor is not None:
                 self._executor.shutdown(wait=True)
                 self._executor = None
+
+    def leave_snapshots(self, written: Mapping[str, int], dimension: int) -> None:
+        """Save a snapshot of each user of whom `written` counts many memories changed (more
+        than a snapshot may lag behind, `far_behind`) and who has enough memories for one but
+        none up to date (`SnapshotWriter.wanted`), loading its matrix if this process has not:
+        for a store about to close, so the next process's first search reads one file instead
+        of every row. `close` waits for them."""
+        if self._snapshots is None:
+            return
+        connection = self._connections.connection()
+        for user_name, count in sorted(written.items()):
+            if not self._snapshots.wanted(connection, user_name, dimension, written=count):
+                continue
+            _log.info("saving the vectors of user %r as one file, for the next process's first search", user_name)
+            matrix = self._cache.matrix(user_name)
+            with matrix.lock:
+                refresh(connection, matrix, user_name, self._snapshots)
+                self._snapshots.submit(user_name, matrix)  # a no-op if `refresh` just did
 
     def wait_for_background(self) -> None:
         """Until the snapshots and posting lists being built on background threads are done."""

@@ -16,7 +16,8 @@ reflects and what it holds. Why it stays right:
   header (seq, rows, dimension) and size must match the table's row: a file missing, cut short
   or of another snapshot is ignored (the user is loaded row by row, and a new snapshot saved);
 - files are never changed once named; the one a newer snapshot replaces is deleted after.
-Snapshots are written after a full reload, on a background thread with its own connection,
+Snapshots are written after a full reload (and on closing a store that wrote many of a user's
+memories, `SnapshotWriter.wanted`), on a background thread with its own connection,
 straight from the live matrix a chunk of rows at a time, each chunk under the matrix's lock: no
 search waits for more than one chunk, and no second copy of the matrix is made (copying it whole
 inside the first search cost that search 1.4 s at 100k). A matrix that changes meanwhile is
@@ -50,6 +51,7 @@ __all__ = [
     "CHUNK_ROWS",
     "MatrixMoved",
     "SnapshotWriter",
+    "far_behind",
     "forget_snapshots",
     "read_snapshot",
     "remove_snapshot_files",
@@ -73,6 +75,12 @@ _log = logging.getLogger(__name__)
 CHUNK_ROWS = 8192  # rows copied out per hold of the matrix's lock (12 MB of 384-d vectors)
 _ATTEMPTS = 3  # a matrix that keeps changing while it is written is left without a snapshot ...
 _RETRY_AFTER_S = 60.0  # ... and its user's next try waits this long: no rewriting it on every write
+
+
+def far_behind(changes: int, rows: int) -> bool:
+    """Whether a snapshot `changes` rows behind the log, of a matrix of `rows`, costs so long a
+    replay at every start that a newer one is worth writing."""
+    return changes > max(1024, rows // 16)
 
 
 def snapshot_folder(database: Path) -> Path:
@@ -252,6 +260,33 @@ class SnapshotWriter:
         """Whether the user has a snapshot (usable or not)."""
         sql = "SELECT 1 FROM matrix_snapshot_files WHERE user_name = ?"
         return connection.execute(sql, (user_name,)).fetchone() is not None
+
+    def wanted(self, connection: sqlite3.Connection, user_name: str, dimension: int, written: int) -> bool:
+        """Whether a process that changed `written` of the user's memories should save a new
+        snapshot of them: the user has `from_rows` memories or more, `written` is `far_behind`
+        what a snapshot may lag, and there is no usable snapshot (none, its file missing or of
+        the wrong size, one the log was pruned past, one of vectors of another `dimension`) or
+        only one `far_behind` the log."""
+        memories = connection.execute("SELECT count(*) FROM memories WHERE user_name = ?", (user_name,)).fetchone()[0]
+        if memories < self.from_rows or not far_behind(written, memories):
+            return False
+        sql = "SELECT seq, rows, dimension, file FROM matrix_snapshot_files WHERE user_name = ?"
+        found = connection.execute(sql, (user_name,)).fetchone()
+        if found is None:
+            return True
+        seq, rows, found_dimension, file = found
+        pruned_through = connection.execute(
+            "SELECT CAST(value AS INTEGER) FROM store_meta WHERE key = 'changes_pruned_through'"
+        ).fetchone()[0]
+        if seq < pruned_through or found_dimension != dimension:
+            return True
+        try:
+            if (snapshot_folder(self._connections.path) / Path(str(file)).name).stat().st_size != _size(rows, dimension):
+                return True
+        except OSError:
+            return True
+        sql = "SELECT count(DISTINCT row_id) FROM memory_changes WHERE user_name = ? AND seq > ?"
+        return far_behind(connection.execute(sql, (user_name, seq)).fetchone()[0], memories)
 
     def submit(self, user_name: str, matrix: Any) -> None:
         """Save `matrix` (a `UserMatrix`) as the user's snapshot, on the background thread."""

@@ -25,7 +25,8 @@ ANN = MemoryFilter("ann")
 
 
 def _store(path: Path, model: LocalEmbedding, **options: object) -> SqliteMemoryStore:
-    return SqliteMemoryStore(path=path, embedding_model=model, matrix_snapshot_from=10, **options)  # type: ignore[arg-type]
+    options = {"matrix_snapshot_from": 10, **options}
+    return SqliteMemoryStore(path=path, embedding_model=model, **options)  # type: ignore[arg-type]
 
 
 def _fill(store: SqliteMemoryStore, count: int, start: int = 0) -> None:
@@ -158,10 +159,12 @@ def test_a_snapshot_the_pruned_log_no_longer_covers_is_ignored(tmp_path: Path, e
     path = tmp_path / "m.db"
     with _store(path, embedding_model, change_log_retain=5) as store:
         _snapshotted(store, 30)
-        for index in range(3):  # each batch prunes the log past the snapshot's position
-            _fill(store, 20, start=200 + 20 * index)
-        store.delete(["m1", "m2"])
+    # another process, set to save no snapshots, writes on; each batch prunes the log past the snapshot
+    with _store(path, embedding_model, change_log_retain=5, matrix_snapshot_from=1_000_000) as other:
+        for index in range(3):
+            _fill(other, 20, start=200 + 20 * index)
     with sqlite3.connect(path) as connection:
+        assert connection.execute("SELECT count(*) FROM matrix_snapshot_files").fetchone()[0] == 1
         pruned = int(connection.execute("SELECT value FROM store_meta WHERE key = 'changes_pruned_through'").fetchone()[0])
         assert not read_snapshot(connection, path, UserMatrix(embedding_model.dimension), "ann", pruned)
     with _store(path, embedding_model) as fresh:
@@ -304,3 +307,65 @@ def test_a_user_whose_matrix_changes_under_every_attempt_rests_before_the_next(
         store._snapshots.wait()
     with sqlite3.connect(path) as connection:
         assert connection.execute("SELECT count(*) FROM matrix_snapshot_files").fetchone()[0] == 1
+
+
+def _snapshot_files(path: Path) -> dict[str, str]:
+    with sqlite3.connect(path) as connection:
+        return dict(connection.execute("SELECT user_name, file FROM matrix_snapshot_files").fetchall())
+
+
+def test_a_store_that_filled_a_large_user_without_searching_leaves_a_snapshot(
+    tmp_path: Path, embedding_model: LocalEmbedding
+) -> None:
+    """A process that only writes (an import) leaves the next process's first search one file to read."""
+    path = tmp_path / "m.db"
+    with _store(path, embedding_model) as store:
+        _fill(store, 1100)  # more than a snapshot may lag behind: worth saving on closing
+        bobs = [make_node(f"bob {index}", user_name="bob", memory_id=f"b{index}") for index in range(5)]
+        store.upsert(bobs, vectors=unit_vectors(5, store.dimension, 5))
+        assert store._cache.loaded("ann") is None and _snapshot_files(path) == {}
+    assert set(_snapshot_files(path)) == {"ann"}  # bob has fewer memories than matrix_snapshot_from
+    with sqlite3.connect(path) as connection:
+        matrix = UserMatrix(embedding_model.dimension)
+        assert read_snapshot(connection, path, matrix, "ann", pruned_through=0)
+        head = connection.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memory_changes'").fetchone()[0]
+    assert matrix.seq == head
+    assert _rows(matrix) == _row_by_row(path, embedding_model.dimension)
+
+
+def test_a_few_writes_keep_the_snapshot_and_many_renew_it_on_closing(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
+    path = tmp_path / "m.db"
+    with _store(path, embedding_model) as store:
+        _snapshotted(store, 40)
+    first = _snapshot_files(path)["ann"]
+    with _store(path, embedding_model) as store:
+        _fill(store, 3, start=100)  # replayed in no time: not worth a new file
+    assert _snapshot_files(path) == {"ann": first}
+    with _store(path, embedding_model) as store:
+        _fill(store, 1100, start=1000)  # more than `far_behind` allows
+    renewed = _snapshot_files(path)["ann"]
+    assert renewed != first
+    assert sorted(file.name for file in snapshot_folder(path).iterdir()) == [renewed]
+    with sqlite3.connect(path) as connection:
+        matrix = UserMatrix(embedding_model.dimension)
+        assert read_snapshot(connection, path, matrix, "ann", pruned_through=0)
+    assert len(_rows(matrix)) == 40 + 3 + 1100 and _rows(matrix) == _row_by_row(path, embedding_model.dimension)
+
+
+def test_a_few_writes_leave_a_missing_snapshot_to_the_next_search(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
+    """A command that deletes two memories drops the snapshot and does not spend its closing on
+    a new one: the next process to search the user loads it row by row and saves one."""
+    path = tmp_path / "m.db"
+    with _store(path, embedding_model) as store:
+        _snapshotted(store, 30)
+    with _store(path, embedding_model) as store:
+        assert store.delete(["m4", "m7"]) == 2
+    assert _snapshot_files(path) == {}
+    with _store(path, embedding_model) as store:
+        _searched_matrix(store)
+        store._snapshots.wait()
+    assert set(_snapshot_files(path)) == {"ann"}
+    with sqlite3.connect(path) as connection:
+        matrix = UserMatrix(embedding_model.dimension)
+        assert read_snapshot(connection, path, matrix, "ann", pruned_through=0)
+    assert len(_rows(matrix)) == 28 and _rows(matrix) == _row_by_row(path, embedding_model.dimension)
