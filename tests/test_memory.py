@@ -75,6 +75,9 @@ def test_a_chat_message_is_searched_with_its_speaker_context_and_reply() -> None
     plain = MemoryNode(user_name="ann", content="user likes tea", key="tea", meta={"speaker": 3})
     assert embedding_text(plain) == "user likes tea"
     assert searchable_text(plain) == "user likes tea\ntea"
+    key_only = MemoryNode(user_name="ann", content="", key="tea", meta={"context": "", "reply": "Tea?"})
+    assert searchable_parts(key_only) == ("tea", "Tea?")
+    assert searchable_parts(MemoryNode(user_name="ann", content="")) == ("", "")
 
 
 def test_a_chinese_message_is_embedded_as_a_chinese_sentence() -> None:

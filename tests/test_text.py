@@ -44,7 +44,24 @@ def test_remembered_stems_stay_bounded_and_right(monkeypatch: pytest.MonkeyPatch
     words = ["movies", "painting", "hobbies", "running", "studied"]
     assert [text.stem(word) for word in words] == ["movi", "paint", "hobbi", "run", "studi"]
     assert len(text._STEMS) <= 3
-    assert text.keyword_terms("Painting movies") == ["paint", "movi"]
+    for _ in range(2):  # the second time from the remembered stems
+        assert text.keyword_terms("Painting movies") == ["paint", "movi"]
+        assert text.keyword_terms("the hobbies of the running man") == ["hobbi", "run", "man"]
+    assert len(text._STEMS) <= 3 + 3  # cleared when full, then one text's words added
+
+
+def test_keyword_terms_are_the_stems_of_the_words_that_are_not_stopwords() -> None:
+    """Whether their stems are remembered or not, the terms are those of the definition, in
+    order, with repeats, for English, Chinese and mixed text."""
+    import random
+
+    from memoryscope.text import STOPWORDS, tokenize
+
+    vocabulary = [*sorted(STOPWORDS)[:40], "Movies", "painted", "Jon's", "don't", "2023", "café", "我喜欢画画", "hobbies", "x"]
+    rng = random.Random(3)
+    texts = [" ".join(rng.choice(vocabulary) for _ in range(rng.randrange(0, 12))) for _ in range(400)]
+    for text in texts + texts:
+        assert keyword_terms(text) == [stem(word) for word in tokenize(text) if word not in STOPWORDS]
 
 
 def test_ascii_text_splits_exactly_as_the_token_pattern_does() -> None:
