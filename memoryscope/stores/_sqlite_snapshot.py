@@ -15,7 +15,9 @@ reflects and what it holds. Why it stays right:
 - the file is written in full, flushed to disk and renamed before the table names it, and its
   header (seq, rows, dimension) and size must match the table's row: a file missing, cut short
   or of another snapshot is ignored (the user is loaded row by row, and a new snapshot saved);
-- files are never changed once named; the one a newer snapshot replaces is deleted after.
+- files are never changed once named; the one a newer snapshot replaces is deleted after;
+- a delete drops its users' snapshots, and a snapshot copied before a delete is not named after
+  it (checked under the write lock), so a deleted memory's vector lives on in no named file.
 Snapshots are written after a full reload (and on closing a store that wrote many of a user's
 memories, `SnapshotWriter.wanted`), on a background thread with its own connection,
 straight from the live matrix a chunk of rows at a time, each chunk under the matrix's lock: no
@@ -69,6 +71,13 @@ _FIELDS = np.dtype(
 _SAVE_SQL = (
     "INSERT OR REPLACE INTO matrix_snapshot_files (user_name, seq, rows, dimension, names, file) VALUES (?, ?, ?, ?, ?, ?)"
 )
+# a row of the user changed after `seq` that is no longer the user's
+_LEFT_SINCE_SQL = """
+SELECT 1 FROM memory_changes AS c
+WHERE c.user_name = ? AND c.seq > ?
+  AND NOT EXISTS (SELECT 1 FROM memories AS m WHERE m.row_id = c.row_id AND m.user_name = c.user_name)
+LIMIT 1
+"""
 _FIELD_NAMES = ("target", "workspace", "memory_type", "status", "reflected", "updated")
 _log = logging.getLogger(__name__)
 
@@ -135,9 +144,9 @@ def _size(rows: int, dimension: int) -> int:
 def write_snapshot(
     connection: sqlite3.Connection, database: Path, user_name: str, matrix: Any, chunk_rows: int = CHUNK_ROWS
 ) -> bool:
-    """Store `matrix` (a `UserMatrix`) as the user's snapshot, unless a newer one is there; True
-    when written. Raises `MatrixMoved` (and leaves nothing behind) when the matrix changed while
-    it was copied out."""
+    """Store `matrix` (a `UserMatrix`) as the user's snapshot, unless a newer one is there or one
+    of its rows was deleted since it was copied; True when written. Raises `MatrixMoved` (and
+    leaves nothing behind) when the matrix changed while it was copied out."""
     folder = snapshot_folder(database)
     folder.mkdir(exist_ok=True)
     name = f"{secrets.token_hex(8)}.snapshot"
@@ -156,6 +165,11 @@ def write_snapshot(
         found = connection.execute("SELECT seq, file FROM matrix_snapshot_files WHERE user_name = ?", (user_name,)).fetchone()
         if found is not None and found[0] > seq:
             replaced = name  # a newer one is there: ours goes (one as new is replaced: it may be the damaged one)
+        elif connection.execute(_LEFT_SINCE_SQL, (user_name, seq)).fetchone() is not None:
+            # one of its rows was deleted (or moved to another user) after it was copied: a deleted
+            # memory must not live on in a file. Checked under the write lock, so a later delete
+            # finds this row and drops it.
+            replaced = name
         else:
             replaced = None if found is None else found[1]
             row = (user_name, seq, rows, matrix.dimension, json.dumps(names), name)

@@ -369,3 +369,28 @@ def test_a_few_writes_leave_a_missing_snapshot_to_the_next_search(tmp_path: Path
         matrix = UserMatrix(embedding_model.dimension)
         assert read_snapshot(connection, path, matrix, "ann", pruned_through=0)
     assert len(_rows(matrix)) == 28 and _rows(matrix) == _row_by_row(path, embedding_model.dimension)
+
+
+def test_a_snapshot_copied_before_a_delete_is_not_named_after_it(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
+    """A snapshot already being written when another process deletes one of its memories would
+    otherwise land after the delete with the deleted vector in it."""
+    path = tmp_path / "m.db"
+    with _store(path, embedding_model) as store:
+        _snapshotted(store, 30)
+        before_delete = store._cache.loaded("ann")
+        assert before_delete is not None
+        with _store(path, embedding_model, matrix_snapshot_from=1_000_000) as other:
+            assert other.delete(["m4"]) == 1  # drops the snapshot there was
+            other.update("m5", content="changed, not deleted")
+        with sqlite3.connect(path) as connection:
+            assert not write_snapshot(connection, path, "ann", before_delete)  # its copy still holds m4
+            assert connection.execute("SELECT count(*) FROM matrix_snapshot_files").fetchone()[0] == 0
+        assert list(snapshot_folder(path).iterdir()) == []
+        caught_up = _searched_matrix(store)  # the search replays the delete and saves a snapshot without it
+        store._snapshots.wait()
+        assert caught_up.size == 29
+    assert set(_snapshot_files(path)) == {"ann"}
+    with sqlite3.connect(path) as connection:
+        again = UserMatrix(embedding_model.dimension)
+        assert read_snapshot(connection, path, again, "ann", pruned_through=0)
+    assert _rows(again) == _row_by_row(path, embedding_model.dimension) and len(_rows(again)) == 29
