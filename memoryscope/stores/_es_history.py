@@ -5,17 +5,20 @@ has no transaction to hold both), ordered by `seq` (nanoseconds, then position i
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from memoryscope.history import MemoryChange
+from memoryscope.stores import _es_queries as queries
 
 if TYPE_CHECKING:
     from memoryscope.stores._es_index import EsIndex
 
 __all__ = ["record", "forget_content", "query", "HISTORY_MAPPINGS"]
 
+_SORT = [{"seq": "asc"}, {"memory_id": "asc"}]
+_TERMS_PER_QUERY = 10_000  # memory ids in one `terms` query; Elasticsearch allows 65,536 by default
 _KEYWORDS = ("memory_id", "user_name", "target_name", "workspace", "action", "operation", "run_id")
 HISTORY_MAPPINGS: dict[str, Any] = {
     "dynamic": "strict",
@@ -41,29 +44,49 @@ def record(index: EsIndex, changes: Iterable[MemoryChange]) -> None:
 
 
 def forget_content(index: EsIndex, memory_ids: Sequence[str]) -> None:
-    """Deleted memories: their earlier changes keep what happened and when, not what they said."""
+    """Deleted memories: their earlier changes keep what happened and when, not what they said.
+    Every change of every id, however many: the ids go `_TERMS_PER_QUERY` to a query (under
+    `index.max_terms_count`), the changes a page at a time."""
     if not memory_ids:
         return
     _ensure_index(index)
-    hits = _search(index, {"bool": {"filter": [{"terms": {"memory_id": list(memory_ids)}}]}}, size=10_000)
-    lines: list[dict[str, Any]] = []
-    for hit in hits:
-        lines += [{"update": {"_id": hit["_id"]}}, {"doc": {"before": None, "after": None}}]
-    if lines:
-        index.bulk(lines, "forgetting deleted content", target=index.history_name)
+    for start in range(0, len(memory_ids), _TERMS_PER_QUERY):
+        chosen = list(memory_ids[start : start + _TERMS_PER_QUERY])
+        for page in _pages(index, {"bool": {"filter": [{"terms": {"memory_id": chosen}}]}}, limit=None, source=False):
+            lines: list[dict[str, Any]] = []
+            for hit in page:
+                lines += [{"update": {"_id": hit["_id"]}}, {"doc": {"before": None, "after": None}}]
+            index.bulk(lines, "forgetting deleted content", target=index.history_name)
 
 
 def query(index: EsIndex, *, memory_id: str | None, user_name: str | None, run_id: str | None, limit: int) -> list[MemoryChange]:
     _ensure_index(index)
     terms = [{"term": {name: value}} for name, value in (("memory_id", memory_id), ("user_name", user_name), ("run_id", run_id))
              if value is not None]  # fmt: skip
-    hits = _search(index, {"bool": {"filter": terms}} if terms else {"match_all": {}}, size=limit)
-    return [_change(hit["_source"]) for hit in hits]
+    query = {"bool": {"filter": terms}} if terms else {"match_all": {}}
+    return [_change(hit["_source"]) for page in _pages(index, query, limit=limit) for hit in page]
 
 
-def _search(index: EsIndex, query: dict[str, Any], size: int) -> list[dict[str, Any]]:
-    body = {"query": query, "sort": [{"seq": "asc"}], "size": size}
-    return index.search(body, "reading history", target=index.history_name)
+def _pages(index: EsIndex, query: dict[str, Any], *, limit: int | None, source: bool = True) -> Iterator[list[dict[str, Any]]]:
+    """The hits of `query` in history order, at most `limit` (None: all), a page at a time: one
+    request returns at most `max_result_window` hits, so later pages go on from the last hit's
+    sort values (`search_after`; with `memory_id` beside `seq` no two changes tie)."""
+    after: list[Any] | None = None
+    taken = 0
+    while limit is None or taken < limit:
+        size = queries.MAX_RESULT_WINDOW if limit is None else min(limit - taken, queries.MAX_RESULT_WINDOW)
+        body: dict[str, Any] = {"query": query, "sort": _SORT, "size": size}
+        if not source:
+            body["_source"] = False
+        if after is not None:
+            body["search_after"] = after
+        page = index.search(body, "reading history", target=index.history_name)
+        if page:
+            yield page
+        if len(page) < size:
+            return
+        taken += len(page)
+        after = list(page[-1]["sort"])
 
 
 def _ensure_index(index: EsIndex) -> None:

@@ -606,6 +606,48 @@ def test_scan_past_the_result_window_walks_with_search_after(monkeypatch: pytest
         assert [n.memory_id for n in store.scan(ANN, limit=6, offset=0)] == [f"id-{i}" for i in range(9, 3, -1)]
 
 
+def test_history_past_the_result_window_pages_and_deletes_forget_every_change(
+    monkeypatch: pytest.MonkeyPatch, model: TableEmbedding
+) -> None:
+    """A user's history longer than one request may return, and a delete of more memories than
+    one `terms` query may name: every change is read, and every deleted memory's content goes."""
+    from memoryscope.stores import _es_history
+
+    monkeypatch.setattr(_es_queries, "MAX_RESULT_WINDOW", 4)
+    monkeypatch.setattr(_es_history, "_TERMS_PER_QUERY", 3)
+    ids = [f"id-{index}" for index in range(10)]
+    with (
+        FakeElasticsearch(max_result_window=4) as server,
+        ElasticsearchMemoryStore(hosts=[server.url], index_name=INDEX, embedding_model=model) as store,
+    ):
+        store.upsert([node(memory_id, content=f"secret {memory_id}") for memory_id in ids], vectors=np.tile(E1, (10, 1)))
+        store.update("id-3", reflected=True)
+        every = sorted(server.documents(f"{INDEX}-history").values(), key=lambda doc: (doc["seq"], doc["memory_id"]))
+        assert len(every) == 11
+        server.clear_requests()
+        history = store.history(user_name="ann", limit=10)
+        assert [(change.seq, change.memory_id) for change in history] == [(doc["seq"], doc["memory_id"]) for doc in every[:10]]
+        pages = [request.body for request in server.requests_to("_search") if request.path.startswith(f"/{INDEX}-history")]
+        assert [page["size"] for page in pages] == [4, 4, 2]
+        assert pages[1]["search_after"] == [every[3]["seq"], every[3]["memory_id"]]
+        assert pages[0]["sort"] == [{"seq": "asc"}, {"memory_id": "asc"}] and "_source" not in pages[0]
+
+        server.clear_requests()
+        assert store.delete(ids) == 10
+        named = [
+            request.body["query"]["bool"]["filter"][0]["terms"]["memory_id"]
+            for request in server.requests_to("_search")
+            if request.path.startswith(f"/{INDEX}-history")
+        ]
+        chunks = {tuple(terms) for terms in named}  # a chunk's changes may take more than one page
+        assert sorted(memory_id for terms in chunks for memory_id in terms) == sorted(ids)  # each id in one chunk
+        assert max(len(terms) for terms in chunks) == 3
+        left = server.documents(f"{INDEX}-history").values()
+        assert len(left) == 11 + 10  # the changes stay, with a record of each delete
+        assert all(doc.get("before") is None and doc.get("after") is None for doc in left if doc["memory_id"] in ids)
+        assert "secret" not in str(list(left))
+
+
 # ---- whole-index reads and re-embedding (export, migrate, reembed) ----------------------------------
 
 
