@@ -161,9 +161,9 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
         """Close the file. Before, a user of `matrix_snapshot_from` memories or more of whom
         this object wrote many (an import: more than a snapshot may lag, `far_behind`) and who
         has no up-to-date matrix snapshot gets one, waited for: the next process's first search
-        of them then reads one file instead of every row (at 100k memories ~0.3 s instead of
-        2-4 s; saving it took ~7 s here, beside the import's minutes of embedding). A few
-        writes leave that to the next search."""
+        of them then reads one file instead of every row (a first retrieve at 100k memories
+        ~0.3 s instead of ~1.5 s; saving it took ~6 s here, beside the import's minutes of
+        embedding). A few writes leave that to the next search."""
         self._leave_snapshots()
         self._searcher.close()
         self._connections.close()
