@@ -10,7 +10,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from memoryscope.history import MemoryChange
-from memoryscope.stores import _es_queries as queries
 
 if TYPE_CHECKING:
     from memoryscope.stores._es_index import EsIndex
@@ -68,25 +67,18 @@ def query(index: EsIndex, *, memory_id: str | None, user_name: str | None, run_i
 
 
 def _pages(index: EsIndex, query: dict[str, Any], *, limit: int | None, source: bool = True) -> Iterator[list[dict[str, Any]]]:
-    """The hits of `query` in history order, at most `limit` (None: all), a page at a time: one
-    request returns at most `max_result_window` hits, so later pages go on from the last hit's
-    sort values (`search_after`; with `memory_id` beside `seq` no two changes tie)."""
-    after: list[Any] | None = None
-    taken = 0
-    while limit is None or taken < limit:
-        size = queries.MAX_RESULT_WINDOW if limit is None else min(limit - taken, queries.MAX_RESULT_WINDOW)
+    """The changes `query` finds, oldest first, a page at a time (`EsIndex.pages`; with
+    `memory_id` beside `seq` in the sort no two changes tie, so no page skips one)."""
+
+    def body_of(size: int, after: list[Any] | None) -> dict[str, Any]:
         body: dict[str, Any] = {"query": query, "sort": _SORT, "size": size}
         if not source:
             body["_source"] = False
         if after is not None:
             body["search_after"] = after
-        page = index.search(body, "reading history", target=index.history_name)
-        if page:
-            yield page
-        if len(page) < size:
-            return
-        taken += len(page)
-        after = list(page[-1]["sort"])
+        return body
+
+    return index.pages(body_of, limit, "reading history", target=index.history_name)
 
 
 def _ensure_index(index: EsIndex) -> None:

@@ -14,7 +14,7 @@ hosts and index, never a credential (`calling`, `where`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -22,6 +22,7 @@ import numpy as np
 
 from memoryscope.errors import StoreError
 from memoryscope.stores import _es_connection as connection
+from memoryscope.stores import _es_queries as queries
 from memoryscope.stores.base import unit_rows
 
 __all__ = ["EsIndex", "version_guard"]
@@ -109,6 +110,29 @@ class EsIndex:
         with self.calling(action):
             response = self.client.search(index=target or self.name, body=body)
         return list(response["hits"]["hits"])
+
+    def pages(
+        self,
+        body_of: Callable[[int, list[Any] | None], dict[str, Any]],
+        limit: int | None,
+        action: str,
+        *,
+        target: str | None = None,
+        after: list[Any] | None = None,
+    ) -> Iterator[list[dict[str, Any]]]:
+        """The hits of sorted searches a page at a time, at most `limit` in all (None: every one):
+        one request returns at most `max_result_window` hits, so each page's body (`body_of(size,
+        search_after)`) goes on from the last hit's sort values; `after` is where the first starts."""
+        taken = 0
+        while limit is None or taken < limit:
+            size = queries.MAX_RESULT_WINDOW if limit is None else min(limit - taken, queries.MAX_RESULT_WINDOW)
+            hits = self.search(body_of(size, after), action, target=target)
+            if hits:
+                yield hits
+            if len(hits) < size:
+                return
+            taken += len(hits)
+            after = list(hits[-1]["sort"])
 
     def count(self, action: str, body: dict[str, Any] | None = None, *, target: str | None = None) -> int:
         """`POST /<index>/_count`: every document, or those `body`'s query matches."""

@@ -143,26 +143,21 @@ def scan(
     if offset + limit <= queries.MAX_RESULT_WINDOW:
         body = queries.scan_body(memory_filter, size=limit, offset=offset, newest_first=newest_first)
         return [node for node, _ in decoded(index.search(body, "scan"))]
+
+    def skipped_page(size: int, last: list[Any] | None) -> dict[str, Any]:  # only the sort values are needed
+        return queries.scan_body(memory_filter, size=size, newest_first=newest_first, search_after=last, with_source=False)
+
+    def page(size: int, last: list[Any] | None) -> dict[str, Any]:
+        return queries.scan_body(memory_filter, size=size, newest_first=newest_first, search_after=last)
+
     after: list[Any] | None = None
-    skip = offset
-    while skip > 0:
-        size = min(skip, queries.MAX_RESULT_WINDOW)
-        body = queries.scan_body(memory_filter, size=size, newest_first=newest_first, search_after=after, with_source=False)
-        hits = index.search(body, "scan")
-        if len(hits) < size:
-            return []
-        skip -= size
-        after = hits[-1]["sort"]
-    nodes: list[MemoryNode] = []
-    while len(nodes) < limit:
-        size = min(limit - len(nodes), queries.MAX_RESULT_WINDOW)
-        body = queries.scan_body(memory_filter, size=size, newest_first=newest_first, search_after=after)
-        hits = index.search(body, "scan")
-        nodes.extend(node for node, _ in decoded(hits))
-        if len(hits) < size:
-            break
-        after = hits[-1]["sort"]
-    return nodes
+    skipped = 0
+    for hits in index.pages(skipped_page, offset, "scan"):
+        skipped += len(hits)
+        after = list(hits[-1]["sort"])
+    if skipped < offset:
+        return []
+    return [node for hits in index.pages(page, limit, "scan", after=after) for node, _ in decoded(hits)]
 
 
 def count(store: ElasticsearchMemoryStore, index: EsIndex, memory_filter: MemoryFilter) -> int:

@@ -29,7 +29,7 @@ import numpy as np
 
 from memoryscope.memory import MemoryStatus, MemoryType
 from memoryscope.stores._arrays import empty
-from memoryscope.stores._sqlite_schema import TIME_FIELDS, time_bounds
+from memoryscope.stores._sqlite_schema import PRUNED_THROUGH_SQL, TIME_FIELDS, time_bounds
 from memoryscope.stores._sqlite_snapshot import SnapshotWriter, far_behind
 from memoryscope.stores.base import MemoryFilter
 
@@ -50,7 +50,6 @@ SELECT (SELECT max(seq) FROM memory_changes WHERE user_name = ?),
        (SELECT CAST(value AS INTEGER) FROM store_meta WHERE key = 'changes_pruned_through')
 """
 _HEAD_SQL = "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memory_changes'), 0)"
-_PRUNED_SQL = "SELECT CAST(value AS INTEGER) FROM store_meta WHERE key = 'changes_pruned_through'"
 VECTOR_ADVICE = (
     "dense search leaves it out (keyword search still finds it); `memoryscope reembed --config ... --force` "
     "makes every vector again, `memoryscope doctor --config ...` lists every damaged memory"
@@ -327,7 +326,7 @@ def refresh(connection: sqlite3.Connection, matrix: UserMatrix, user_name: str, 
     connection.execute("BEGIN")
     try:
         head = connection.execute(_HEAD_SQL).fetchone()[0]
-        pruned_through = connection.execute(_PRUNED_SQL).fetchone()[0]
+        pruned_through = connection.execute(PRUNED_THROUGH_SQL).fetchone()[0]
         from_snapshot = matrix.seq < 0 and snapshots is not None and snapshots.read(connection, matrix, user_name, pruned_through)
         changed = None
         if 0 <= pruned_through <= matrix.seq:

@@ -44,6 +44,7 @@ from memoryscope.text import KEYWORD_TEXT_VERSION
 
 __all__ = [
     "NODE_COLUMNS",
+    "PRUNED_THROUGH_SQL",
     "DamagedRowError",
     "assign_keyword_slots",
     "ROWID_SPAN",
@@ -62,6 +63,9 @@ __all__ = [
     "validate_filter",
     "words_rowid",
 ]
+
+# the change-log position up to which the log was pruned: a matrix or snapshot older than it cannot replay
+PRUNED_THROUGH_SQL = "SELECT CAST(value AS INTEGER) FROM store_meta WHERE key = 'changes_pruned_through'"
 
 SCHEMA_VERSION = "3"
 # How the keyword index is built: `memoryscope.text.keyword_text` (the words every store indexes,

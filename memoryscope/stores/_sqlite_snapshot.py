@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import numpy as np
 
 from memoryscope.stores._arrays import empty
-from memoryscope.stores._sqlite_schema import TIME_FIELDS
+from memoryscope.stores._sqlite_schema import PRUNED_THROUGH_SQL, TIME_FIELDS
 
 if TYPE_CHECKING:  # a type only: `_sqlite_connections` imports `_sqlite_cache`, which imports this
     from memoryscope.stores._sqlite_connections import SqliteConnections
@@ -95,6 +95,11 @@ def far_behind(changes: int, rows: int) -> bool:
 def snapshot_folder(database: Path) -> Path:
     """Where the snapshots of the store file `database` live."""
     return Path(f"{database}-snapshots")
+
+
+def _snapshot_file(database: Path, file: object) -> Path:
+    """The file a `matrix_snapshot_files` row names (only its name is used: never a path elsewhere)."""
+    return snapshot_folder(database) / Path(str(file)).name
 
 
 class MatrixMoved(Exception):
@@ -200,7 +205,7 @@ def forget_snapshots(connection: sqlite3.Connection, user_names: Collection[str]
 def remove_snapshot_files(database: Path, files: Collection[str]) -> None:
     """Delete snapshot files no row names any more (a reader holding one open still reads it whole)."""
     for file in files:
-        (snapshot_folder(database) / Path(file).name).unlink(missing_ok=True)
+        _snapshot_file(database, file).unlink(missing_ok=True)
 
 
 def read_snapshot(connection: sqlite3.Connection, database: Path, matrix: Any, user_name: str, pruned_through: int) -> bool:
@@ -214,7 +219,7 @@ def read_snapshot(connection: sqlite3.Connection, database: Path, matrix: Any, u
     seq, rows, dimension, names, file = found
     if dimension != matrix.dimension or seq < pruned_through:
         return False
-    path = snapshot_folder(database) / Path(str(file)).name
+    path = _snapshot_file(database, file)
     try:
         with open(path, "rb") as source:
             if os.fstat(source.fileno()).st_size != _size(rows, dimension):
@@ -289,13 +294,11 @@ class SnapshotWriter:
         if found is None:
             return True
         seq, rows, found_dimension, file = found
-        pruned_through = connection.execute(
-            "SELECT CAST(value AS INTEGER) FROM store_meta WHERE key = 'changes_pruned_through'"
-        ).fetchone()[0]
+        pruned_through = connection.execute(PRUNED_THROUGH_SQL).fetchone()[0]
         if seq < pruned_through or found_dimension != dimension:
             return True
         try:
-            if (snapshot_folder(self._connections.path) / Path(str(file)).name).stat().st_size != _size(rows, dimension):
+            if _snapshot_file(self._connections.path, file).stat().st_size != _size(rows, dimension):
                 return True
         except OSError:
             return True

@@ -55,6 +55,7 @@ from memoryscope.stores._sqlite_reads import SqliteReads
 from memoryscope.stores._sqlite_reembed import reembed_file
 from memoryscope.stores._sqlite_schema import (
     NODE_COLUMNS,
+    PRUNED_THROUGH_SQL,
     UPDATABLE_FIELDS,
     decoded_nodes,
     filter_sql,
@@ -309,9 +310,7 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
     def _prune_change_log(self, connection: sqlite3.Connection) -> None:
         """Keep the change log bounded; matrices older than the cut reload instead of replaying."""
         head = connection.execute("SELECT seq FROM sqlite_sequence WHERE name = 'memory_changes'").fetchone()
-        pruned = connection.execute(
-            "SELECT CAST(value AS INTEGER) FROM store_meta WHERE key = 'changes_pruned_through'"
-        ).fetchone()
+        pruned = connection.execute(PRUNED_THROUGH_SQL).fetchone()
         retain = self.params.change_log_retain
         if head is None or head[0] - pruned[0] <= 2 * retain:
             return
