@@ -28,6 +28,7 @@ from memoryscope.stores._sqlite_cache import MatrixCache, UserMatrix, refresh
 from memoryscope.stores._sqlite_connections import SqliteConnections
 from memoryscope.stores._sqlite_keyword import KeywordIndex, first_kept
 from memoryscope.stores._sqlite_metadata import metadata_row_ids_sql
+from memoryscope.stores._sqlite_reindex import REINDEX_NOTICE_FROM
 from memoryscope.stores._sqlite_schema import NODE_COLUMNS, decoded_nodes
 from memoryscope.stores._sqlite_snapshot import SnapshotWriter
 from memoryscope.stores.base import MemoryFilter
@@ -90,9 +91,17 @@ class Searcher:
             return
         connection = self._connections.connection()
         for user_name, count in sorted(written.items()):
-            if not self._snapshots.wanted(connection, user_name, dimension, written=count):
+            memories = self._snapshots.wanted(connection, user_name, dimension, written=count)
+            if not memories:
                 continue
-            _log.info("saving the vectors of user %r as one file, for the next process's first search", user_name)
+            # seconds of work for a large user (loading the rows, writing the file): say so, as a re-index does
+            say = _log.warning if memories >= REINDEX_NOTICE_FROM else _log.info
+            say(
+                "saving the vectors of user %r (%d memories) as one file before closing, so the next "
+                "process's first search reads it instead of every row",
+                user_name,
+                memories,
+            )
             matrix = self._cache.matrix(user_name)
             with matrix.lock:
                 refresh(connection, matrix, user_name, self._snapshots)

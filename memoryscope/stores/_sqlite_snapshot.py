@@ -280,15 +280,18 @@ class SnapshotWriter:
         sql = "SELECT 1 FROM matrix_snapshot_files WHERE user_name = ?"
         return connection.execute(sql, (user_name,)).fetchone() is not None
 
-    def wanted(self, connection: sqlite3.Connection, user_name: str, dimension: int, written: int) -> bool:
-        """Whether a process that changed `written` of the user's memories should save a new
-        snapshot of them: the user has `from_rows` memories or more, `written` is `far_behind`
-        what a snapshot may lag, and there is no usable snapshot (none, its file missing or of
-        the wrong size, one the log was pruned past, one of vectors of another `dimension`) or
-        only one `far_behind` the log."""
-        memories = connection.execute("SELECT count(*) FROM memories WHERE user_name = ?", (user_name,)).fetchone()[0]
+    def wanted(self, connection: sqlite3.Connection, user_name: str, dimension: int, written: int) -> int:
+        """The user's number of memories when a process that changed `written` of them should
+        save a new snapshot, else 0: the user has `from_rows` memories or more, `written` is
+        `far_behind` what a snapshot may lag, and there is no usable snapshot (none, its file
+        missing or of the wrong size, one the log was pruned past, one of vectors of another
+        `dimension`) or only one `far_behind` the log."""
+        memories = int(connection.execute("SELECT count(*) FROM memories WHERE user_name = ?", (user_name,)).fetchone()[0])
         if memories < self.from_rows or not far_behind(written, memories):
-            return False
+            return 0
+        return memories if self._outdated(connection, user_name, dimension, memories) else 0
+
+    def _outdated(self, connection: sqlite3.Connection, user_name: str, dimension: int, memories: int) -> bool:
         sql = "SELECT seq, rows, dimension, file FROM matrix_snapshot_files WHERE user_name = ?"
         found = connection.execute(sql, (user_name,)).fetchone()
         if found is None:

@@ -315,16 +315,18 @@ def _snapshot_files(path: Path) -> dict[str, str]:
 
 
 def test_a_store_that_filled_a_large_user_without_searching_leaves_a_snapshot(
-    tmp_path: Path, embedding_model: LocalEmbedding
+    tmp_path: Path, embedding_model: LocalEmbedding, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A process that only writes (an import) leaves the next process's first search one file to read."""
     path = tmp_path / "m.db"
+    caplog.set_level("INFO", logger="memoryscope.stores._sqlite_search")
     with _store(path, embedding_model) as store:
         _fill(store, 1100)  # more than a snapshot may lag behind: worth saving on closing
         bobs = [make_node(f"bob {index}", user_name="bob", memory_id=f"b{index}") for index in range(5)]
         store.upsert(bobs, vectors=unit_vectors(5, store.dimension, 5))
         assert store._cache.loaded("ann") is None and _snapshot_files(path) == {}
     assert set(_snapshot_files(path)) == {"ann"}  # bob has fewer memories than matrix_snapshot_from
+    assert [record.getMessage()[:48] for record in caplog.records] == ["saving the vectors of user 'ann' (1100 memories)"]
     with sqlite3.connect(path) as connection:
         matrix = UserMatrix(embedding_model.dimension)
         assert read_snapshot(connection, path, matrix, "ann", pruned_through=0)
