@@ -36,7 +36,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from memoryscope.errors import StoreError
-from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
+from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType, node_of_checked_fields
 from memoryscope.stores._sqlite_metadata import METADATA_SCRIPT, metadata_sql
 from memoryscope.stores.base import MemoryFilter, TimeRange
 from memoryscope.stores.metadata import checked_conditions
@@ -233,28 +233,30 @@ def _node_from_row(row: Sequence[Any], score: float | None) -> MemoryNode:
         raise TypeError("a value of the wrong kind")
     if not (reflected in (0, 1) and updated in (0, 1) and type(reflected) is type(updated) is int):
         raise TypeError("a value of the wrong kind")
-    return MemoryNode(
-        user_name=user_name,
-        content=content,
-        memory_type=_TYPES[memory_type],
-        target_name=target_name,
-        workspace=workspace,
-        memory_id=memory_id,
-        key=key,
-        value=value,
-        status=_STATUSES[status],
-        superseded_by=superseded_by,
-        created_at=_from_epoch(created_at, timezone.utc),
-        updated_at=_from_epoch(updated_at, timezone.utc),
-        event_time=None if event_time is None else _from_epoch(event_time, timezone.utc),
-        message_time=None if message_time is None else _from_epoch(message_time, timezone.utc),
-        source_message_ids=() if source_message_ids == "[]" else tuple(json.loads(source_message_ids)),
-        reflected=bool(reflected),
-        updated=bool(updated),
-        access_count=access_count,
-        last_accessed_at=None if last_accessed_at is None else _from_epoch(last_accessed_at, timezone.utc),
-        meta={} if meta == "{}" else json.loads(meta),
-        score=score,
+    return node_of_checked_fields(
+        dict(
+            user_name=user_name,
+            content=content,
+            memory_type=_TYPES[memory_type],
+            target_name=target_name,
+            workspace=workspace,
+            memory_id=memory_id,
+            key=key,
+            value=value,
+            status=_STATUSES[status],
+            superseded_by=superseded_by,
+            created_at=_from_epoch(created_at, timezone.utc),
+            updated_at=_from_epoch(updated_at, timezone.utc),
+            event_time=None if event_time is None else _from_epoch(event_time, timezone.utc),
+            message_time=None if message_time is None else _from_epoch(message_time, timezone.utc),
+            source_message_ids=() if source_message_ids == "[]" else tuple(json.loads(source_message_ids)),
+            reflected=bool(reflected),
+            updated=bool(updated),
+            access_count=access_count,
+            last_accessed_at=None if last_accessed_at is None else _from_epoch(last_accessed_at, timezone.utc),
+            meta={} if meta == "{}" else json.loads(meta),
+            score=score,
+        )
     )
 
 

@@ -110,7 +110,12 @@ def _vector_score(memory: MemoryNode) -> float:
     return score if score is not None and math.isfinite(score) else -math.inf
 
 
-@lru_cache(maxsize=8192)
+# As many as `sqlite_memory_store` keeps decoded nodes (`node_cache_size`): a memory decoded once
+# is parsed once. ~0.8-2.2 KB each (a chat message with its context and reply the most).
+_DOCUMENTS_KEPT = 20_000
+
+
+@lru_cache(maxsize=_DOCUMENTS_KEPT)
 def _document_of(fields: tuple[object, ...], around_weight: float) -> tuple[dict[str, float], float]:
     """`_document` of a memory's `searchable_fields` (a cheaper cache key than the joined parts)."""
     return _document(*parts_of(fields), around_weight)
