@@ -2,12 +2,22 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
 
-from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType, embedding_text, searchable_parts, searchable_text
+from memoryscope.memory import (
+    MemoryNode,
+    MemoryStatus,
+    MemoryType,
+    embedding_text,
+    node_of_checked_fields,
+    searchable_parts,
+    searchable_text,
+)
+from memoryscope.stores._sqlite_schema import node_from_row, node_to_row
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 SAID = datetime(2024, 10, 26, 13, 26, 20, tzinfo=timezone.utc)
@@ -93,3 +103,45 @@ def test_with_score_copies_every_other_field_and_stays_frozen() -> None:
     assert type(scored) is MemoryNode and node.score == 0.1
     with pytest.raises(AttributeError):
         scored.score = 1.0  # type: ignore[misc]  # checking that the copy is frozen too
+
+
+def _every_field_set() -> MemoryNode:
+    moment = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+    return MemoryNode(
+        user_name="ann",
+        content="likes tea",
+        memory_type=MemoryType.CONVERSATION,
+        target_name="bot",
+        workspace="w",
+        key="drink",
+        value="tea",
+        status=MemoryStatus.EXPIRED,
+        superseded_by="m2",
+        created_at=moment,
+        updated_at=moment + timedelta(hours=1),
+        event_time=moment - timedelta(days=1),
+        message_time=moment,
+        source_message_ids=("D1:2", "D1:3"),
+        reflected=True,
+        updated=True,
+        access_count=3,
+        last_accessed_at=moment + timedelta(days=2),
+        meta={"speaker": "Ann", "context": "Bob said hi"},
+    )
+
+
+def test_a_node_of_checked_fields_equals_one_built_from_them_and_is_frozen() -> None:
+    node = _every_field_set()
+    made = node_of_checked_fields({item.name: getattr(node, item.name) for item in dataclasses.fields(MemoryNode)})
+    assert made == node and type(made) is MemoryNode
+    assert made.with_score(0.5) == node.replace(score=0.5)
+    with pytest.raises(AttributeError):
+        made.content = "other"  # type: ignore[misc]  # frozen like any node
+
+
+def test_a_stored_row_decodes_to_the_node_it_was_made_of() -> None:
+    node = _every_field_set()
+    decoded = node_from_row(node_to_row(node), 0.25)
+    assert decoded == node.replace(score=0.25)
+    assert decoded.memory_type is MemoryType.CONVERSATION and decoded.status is MemoryStatus.EXPIRED
+    assert decoded.created_at.tzinfo is not None and decoded.source_message_ids == ("D1:2", "D1:3")
