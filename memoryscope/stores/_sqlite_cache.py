@@ -94,16 +94,18 @@ class UserMatrix:
         self._workspace_codes: dict[str, int] = {}
         self._allocate(0)
 
-    def _allocate(self, capacity: int) -> None:
-        self.row_ids = empty(capacity, np.int64)
-        self.vectors = empty((capacity, self.dimension), np.float32)  # on plain pages: see `_arrays`
-        self.target = empty(capacity, np.int32)
-        self.workspace = empty(capacity, np.int32)
-        self.memory_type = empty(capacity, np.int8)
-        self.status = empty(capacity, np.int8)
-        self.times = {name: empty(capacity, np.float64) for name in TIME_FIELDS}
-        self.reflected = empty(capacity, bool)
-        self.updated = empty(capacity, bool)
+    def _allocate(self, capacity: int, populate: bool = False) -> None:
+        """Fresh arrays for `capacity` rows, on plain pages (see `_arrays`); `populate` when
+        they are about to be filled (nearly) whole."""
+        self.row_ids = empty(capacity, np.int64, populate=populate)
+        self.vectors = empty((capacity, self.dimension), np.float32, populate=populate)
+        self.target = empty(capacity, np.int32, populate=populate)
+        self.workspace = empty(capacity, np.int32, populate=populate)
+        self.memory_type = empty(capacity, np.int8, populate=populate)
+        self.status = empty(capacity, np.int8, populate=populate)
+        self.times = {name: empty(capacity, np.float64, populate=populate) for name in TIME_FIELDS}
+        self.reflected = empty(capacity, bool, populate=populate)
+        self.updated = empty(capacity, bool, populate=populate)
 
     def _arrays(self) -> list[np.ndarray]:
         columns = [self.row_ids, self.vectors, self.target, self.workspace, self.memory_type, self.status]
@@ -119,14 +121,15 @@ class UserMatrix:
             new_array[: self.size] = old_array[: self.size]
 
     def reset(self, capacity: int) -> None:
-        """Forget every row and make room for `capacity` of them."""
+        """Forget every row and make room for `capacity` of them: for a reload, which fills
+        nearly all of that room at once (its callers leave an eighth to grow into)."""
         self.version += 1
         self.size = 0
         self.seq = -1
         self._position.clear()
         self._target_codes.clear()
         self._workspace_codes.clear()
-        self._allocate(capacity)
+        self._allocate(capacity, populate=True)
 
     def code_names(self) -> tuple[list[str], list[str]]:
         """The target and workspace names in the order of their codes (for a snapshot)."""

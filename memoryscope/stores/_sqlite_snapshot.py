@@ -236,7 +236,7 @@ def read_snapshot(connection: sqlite3.Connection, database: Path, matrix: Any, u
             # straight into the matrix's arrays: no copy beside the one from the OS
             _read_into(source, matrix.row_ids[:rows])
             _read_into(source, matrix.vectors[:rows])
-            fields = empty(rows, _FIELDS)
+            fields = empty(rows, _FIELDS, populate=True)
             _read_into(source, fields)
     except (OSError, ValueError) as error:
         _log.info("the matrix snapshot of user %r is not usable (%s); loading the user row by row", user_name, error)

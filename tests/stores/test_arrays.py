@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import gc
 import mmap
+import os
 
 import numpy as np
+import pytest
 
 from memoryscope.stores._arrays import empty
 
@@ -45,3 +47,36 @@ def test_a_view_keeps_the_map_alive_after_the_array_is_gone() -> None:
 
 def test_a_zero_sized_array() -> None:
     assert empty((0, 384), np.float32).shape == (0, 384)
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm", encoding="ascii") as statm:
+        return int(statm.read().split()[1]) * mmap.PAGESIZE
+
+
+@pytest.mark.skipif(not hasattr(mmap, "MAP_POPULATE") or not os.path.exists("/proc/self/statm"), reason="Linux only")
+def test_a_populated_array_is_resident_before_it_is_written_and_a_plain_one_is_not() -> None:
+    size = 64 << 20
+    before = _resident_bytes()
+    lazy = empty(size, np.uint8)
+    after_lazy = _resident_bytes()
+    populated = empty(size, np.uint8, populate=True)
+    after_populated = _resident_bytes()
+    assert after_lazy - before < size // 4
+    assert after_populated - after_lazy > size * 3 // 4
+    assert _mapped(populated) and int(populated[::4096].sum()) == 0  # zero-filled, as a fresh map is
+    populated[:] = 7
+    assert int(populated[-1]) == 7 and lazy.shape == (size,)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_forked_process_writes_its_own_copy() -> None:
+    matrix = empty((4000, 384), np.float32)
+    matrix[:] = 1.0
+    child = os.fork()
+    if child == 0:  # the child: write everywhere, then leave without running pytest's teardown
+        matrix[:] = 9.0
+        os._exit(0 if float(matrix[0, 0]) == 9.0 else 1)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert float(matrix.max()) == 1.0  # a server's forked workers must not write into each other's matrices
