@@ -51,8 +51,9 @@ class Searcher:
 
     A hybrid search of a large user runs its keyword half on a helper thread while the calling
     thread scores the vectors: SQLite and numpy both release the GIL, so on two cores the search
-    takes about as long as its slower half instead of both added up (at 100k memories ~15 ms +
-    ~10 ms). Small users stay on one thread, where handing work over would cost more than it saves.
+    takes about as long as its slower half instead of both added up (at 100k memories ~7-9 ms of
+    dense scores beside ~2-4 ms of keyword ranking, on the machine of `benchmarks/README.md` §2).
+    Small users stay on one thread, where handing work over would cost more than it saves.
     """
 
     def __init__(
