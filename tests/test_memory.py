@@ -23,6 +23,32 @@ SHANGHAI = ZoneInfo("Asia/Shanghai")
 SAID = datetime(2024, 10, 26, 13, 26, 20, tzinfo=timezone.utc)
 
 
+def _every_field_set() -> MemoryNode:
+    """A node with every field set, each to something other than its default."""
+    moment = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
+    return MemoryNode(
+        user_name="ann",
+        content="likes tea",
+        memory_type=MemoryType.CONVERSATION,
+        target_name="bot",
+        workspace="w",
+        key="drink",
+        value="tea",
+        status=MemoryStatus.EXPIRED,
+        superseded_by="m2",
+        created_at=moment,
+        updated_at=moment + timedelta(hours=1),
+        event_time=moment - timedelta(days=1),
+        message_time=moment,
+        source_message_ids=("D1:2", "D1:3"),
+        reflected=True,
+        updated=True,
+        access_count=3,
+        last_accessed_at=moment + timedelta(days=2),
+        meta={"speaker": "Ann", "context": "Bob said hi", "tags": ["x"]},
+    )
+
+
 def test_format_shows_the_time_in_the_configured_zone_and_language() -> None:
     node = MemoryNode(user_name="ann", content="user plays the guitar", message_time=SAID)
     assert node.format("en", SHANGHAI) == "[2024-10-26 21:26:20 Sat] user plays the guitar"
@@ -37,26 +63,7 @@ def test_event_time_wins_over_message_time_when_known() -> None:
 
 
 def test_round_trip_keeps_every_field() -> None:
-    node = MemoryNode(
-        user_name="ann",
-        target_name="bob",
-        workspace="assistant-1",
-        content="bob likes tea",
-        memory_type=MemoryType.INSIGHT,
-        key="drink",
-        value="tea",
-        status=MemoryStatus.EXPIRED,
-        superseded_by="m2",
-        event_time=SAID,
-        message_time=SAID,
-        source_message_ids=("a", "b"),
-        reflected=True,
-        updated=True,
-        access_count=3,
-        last_accessed_at=SAID,
-        meta={"speaker": "bob", "tags": ["x"]},
-        score=0.5,
-    )
+    node = _every_field_set().with_score(0.5)
     assert MemoryNode.from_dict(node.to_dict()) == node
 
 
@@ -103,31 +110,6 @@ def test_with_score_copies_every_other_field_and_stays_frozen() -> None:
     assert type(scored) is MemoryNode and node.score == 0.1
     with pytest.raises(AttributeError):
         scored.score = 1.0  # type: ignore[misc]  # checking that the copy is frozen too
-
-
-def _every_field_set() -> MemoryNode:
-    moment = datetime(2024, 5, 1, 12, tzinfo=timezone.utc)
-    return MemoryNode(
-        user_name="ann",
-        content="likes tea",
-        memory_type=MemoryType.CONVERSATION,
-        target_name="bot",
-        workspace="w",
-        key="drink",
-        value="tea",
-        status=MemoryStatus.EXPIRED,
-        superseded_by="m2",
-        created_at=moment,
-        updated_at=moment + timedelta(hours=1),
-        event_time=moment - timedelta(days=1),
-        message_time=moment,
-        source_message_ids=("D1:2", "D1:3"),
-        reflected=True,
-        updated=True,
-        access_count=3,
-        last_accessed_at=moment + timedelta(days=2),
-        meta={"speaker": "Ann", "context": "Bob said hi"},
-    )
 
 
 def test_a_node_of_checked_fields_equals_one_built_from_them_and_is_frozen() -> None:
