@@ -27,11 +27,23 @@ from benchmarks._common import Progress, disk_mb, percentiles_ms, rss_mb
 from benchmarks._synthetic import BASE_TIME, SyntheticText, synthetic_nodes, unit_vectors
 from memoryscope.app import MemoryScope
 
-__all__ = ["Case", "run_case"]
+__all__ = ["MEASURED_USER", "Case", "fill", "run_case", "users_of"]
 
 MEASURED_USER = "measured-user"
 _BATCH = 2000
 _WARMUP = 5
+
+
+BACKGROUND_USERS = 4  # the other users of a size's store, sharing `background` of its size
+
+
+def users_of(size: int, background: float) -> tuple[tuple[str, int], ...]:
+    """A size's store: the measured user's `size` memories, then `size * background` more spread
+    over `BACKGROUND_USERS` other users."""
+    users = [(MEASURED_USER, size)]
+    each = int(size * background) // BACKGROUND_USERS
+    users += [(f"other-{i}", each) for i in range(BACKGROUND_USERS) if each]
+    return tuple(users)
 
 
 @dataclass(frozen=True)
@@ -54,7 +66,7 @@ def run_case(case: Case) -> dict[str, Any]:
                 raise SystemExit(f"config {case.config!r} has no memory_store")
             embedder: Any = store.embedding_model  # every shipped store keeps its model
             calls_before_fill = embedder.usage.calls
-            insert_per_s = _fill(store, int(embedder.dimension), case)
+            insert_per_s = fill(store, int(embedder.dimension), case)
             timing = _time_queries(scope, int(embedder.dimension), case)
             embedding_calls_during_fill = embedder.usage.calls - calls_before_fill
             result = {
@@ -100,7 +112,9 @@ def _cold_start(case: Case, overrides: dict[str, str], warm_p95_ms: float) -> di
     }
 
 
-def _fill(store: Any, dimension: int, case: Case) -> float:
+def fill(store: Any, dimension: int, case: Case) -> float:
+    """Insert the case's users' synthetic memories with random unit vectors (never embedded);
+    the inserts per second."""
     rng = np.random.default_rng(case.seed)
     text = SyntheticText(seed=case.seed)
     total = sum(count for _, count in case.users)

@@ -30,23 +30,17 @@ from multiprocessing import get_context
 from typing import Any
 
 from benchmarks._common import machine, print_table, run_stamp, write_json
-from benchmarks._scale_case import MEASURED_USER, Case, run_case
+from benchmarks._scale_case import MEASURED_USER, Case, run_case, users_of
 
 __all__ = ["main"]
-
-_BACKGROUND_USERS = 4
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     result: dict[str, Any] = {"config": args.config, "sizes": {}}
     for size in args.sizes:
-        users = [(MEASURED_USER, size)]
-        others = int(size * args.background)
-        users += [(f"other-{i}", others // _BACKGROUND_USERS) for i in range(_BACKGROUND_USERS) if others // _BACKGROUND_USERS]
-        result["sizes"][str(size)] = _isolated(
-            Case(f"size {size}", args.config, tuple(users), args.queries, args.seed, args.reindex)
-        )
+        users = users_of(size, args.background)
+        result["sizes"][str(size)] = _isolated(Case(f"size {size}", args.config, users, args.queries, args.seed, args.reindex))
     if args.crowd:
         alone = _isolated(
             Case("crowd: alone", args.config, ((MEASURED_USER, args.crowd_user_size),), args.queries, args.seed, args.reindex)

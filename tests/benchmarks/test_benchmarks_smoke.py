@@ -148,3 +148,21 @@ def test_ingest_writes_its_result(tmp_path: Path) -> None:
         assert result[key] > 0
     # with the model's time taken out, the ingest path must be faster than with it
     assert result["ingest_without_embedding_turns_per_s"] > result["ingest_turns_per_s"]
+
+
+def test_retrieve_loop_fills_a_store_then_retrieves_from_it(tmp_path: Path) -> None:
+    store = tmp_path / "loop.db"
+    _run("retrieve_loop", "--store", str(store), "--size", "200", "--fill")
+    assert store.exists()
+    completed = subprocess.run(
+        [sys.executable, "-m", "benchmarks.retrieve_loop", "--store", str(store), "--queries", "3"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    said = completed.stderr.strip().splitlines()[-1]  # "3 retrieves, N memories returned"
+    assert said.startswith("3 retrieves, ") and int(said.split()[2]) > 0
+    refused = subprocess.run(
+        [sys.executable, "-m", "benchmarks.retrieve_loop", "--store", str(store), "--fill"],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert refused.returncode != 0 and "exists already" in refused.stderr  # never fills over a store
