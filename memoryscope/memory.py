@@ -211,9 +211,7 @@ class MemoryNode:
         query. (Why `MemoryNode` has no `__slots__`: copying slot by slot costs twice as much.)"""
         fields = self.__dict__.copy()
         fields["score"] = score
-        copy = _new_node(MemoryNode)
-        _set_attribute(copy, "__dict__", fields)  # a frozen dataclass's own __setattr__ refuses
-        return copy
+        return node_of_checked_fields(fields)
 
     @property
     def shown_time(self) -> datetime:
@@ -266,5 +264,5 @@ def node_of_checked_fields(fields: dict[str, Any]) -> MemoryNode:
     `__init__`'s per-field stores and `__post_init__`'s checks: twice as fast, and a store decodes
     ~120 rows for a retrieve it has not seen before. `fields` becomes the node's: do not keep it."""
     node = _new_node(MemoryNode)
-    _set_attribute(node, "__dict__", fields)
+    _set_attribute(node, "__dict__", fields)  # a frozen dataclass's own __setattr__ refuses
     return node
