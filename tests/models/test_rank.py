@@ -189,3 +189,40 @@ def test_fusion_keyword_sees_speaker_and_context_and_folds_inflections() -> None
     others = [node("Jon went to Paris"), node("user plays chess")]
     scores = ranker.score("What are Jon's hobbies?", [*others, reply])
     assert max(range(3), key=scores.__getitem__) == 2
+
+
+def test_bm25_scores_are_the_textbook_formula() -> None:
+    """Okapi BM25 (k1 1.2, b 0.75) with statistics over the documents given, words around
+    counting `around_weight`: the same numbers as the formula written out term by term."""
+    documents = [("guitar band guitar", ""), ("band", "guitar practice"), ("tea", ""), ("guitar", "band band")]
+    counts = [
+        {"guitar": 2.0, "band": 1.0},
+        {"band": 1.0, "guitar": 0.5, "practic": 0.5},
+        {"tea": 1.0},
+        {"guitar": 1.0, "band": 1.0},
+    ]
+    lengths = [sum(count.values()) for count in counts]
+    average = sum(lengths) / len(lengths)
+    expected = []
+    for count, length in zip(counts, lengths, strict=True):
+        total = 0.0
+        for term in ("guitar", "band"):
+            held_by = sum(term in other for other in counts)
+            idf = math.log(1.0 + (len(counts) - held_by + 0.5) / (held_by + 0.5))
+            frequency = count.get(term, 0.0)
+            total += idf * frequency * 2.2 / (frequency + 1.2 * (0.25 + 0.75 * length / average))
+        expected.append(total)
+    assert bm25_scores("guitar band", documents, around_weight=0.5) == pytest.approx(expected, rel=1e-12)
+    assert bm25_scores("violin", documents) == [0.0, 0.0, 0.0, 0.0]
+
+
+def test_fusion_recency_is_the_same_from_any_zone() -> None:
+    """Ages are differences of instants: a query time in another zone changes no score."""
+    ranker = FusionRank(FusionRank.Params(vector_weight=0, keyword_weight=0, recency_weight=1, recency_half_life_days=7))
+    memories = [node("a", days_ago=30), node("b", days_ago=1), node("c", days_ago=-2), node("d", days_ago=7)]
+    in_utc = ranker.score("anything", memories, query_time=NOW)
+    elsewhere = ranker.score("anything", memories, query_time=NOW.astimezone(timezone(timedelta(hours=-7, minutes=-30))))
+    assert elsewhere == in_utc
+    assert in_utc[2] == 1.0 and in_utc[0] == 0.0  # the future counts as now; the oldest is the lowest
+    oldest = 0.5 ** (30 / 7)
+    assert in_utc[3] == pytest.approx((0.5 - oldest) / (1.0 - oldest))  # a week: half, then scaled
