@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from datetime import datetime
+from functools import lru_cache
+from operator import itemgetter
 from typing import ClassVar
 from zoneinfo import ZoneInfo
 
@@ -97,29 +99,35 @@ class FuseRerankWorker(Worker):
         self._top_k = self.params.fuse_rerank_top_k or env.settings.output_memory_max_count
 
     def run(self, ctx: MemoryContext) -> None:
+        params = self.params  # read once: ~100 memories pass through this loop per query
         window = self._window(ctx.time_range)
-        ratios = self.params.fuse_ratio_dict
-        assistant_ratio = self.params.fuse_assistant_ratio
-        speaker = named_speaker(ctx.query, ctx.ranked) if self.params.fuse_speaker_ratio != 1.0 else None
+        ratios, threshold = params.fuse_ratio_dict, params.fuse_score_threshold
+        assistant_ratio, time_ratio, speaker_ratio = (
+            params.fuse_assistant_ratio,
+            params.fuse_time_ratio,
+            params.fuse_speaker_ratio,
+        )
+        speaker = named_speaker(ctx.query, ctx.ranked) if speaker_ratio != 1.0 else None
         best: dict[str, tuple[float, MemoryNode]] = {}  # text -> its best score and memory
         for node in ctx.ranked:
             rank_score = 1.0 if node.score is None else node.score
-            if rank_score < self.params.fuse_score_threshold:
+            if rank_score < threshold:
                 continue
             score = rank_score * ratios[node.memory_type]
-            if node.memory_type is MemoryType.CONVERSATION and node.meta.get("role") == "assistant":
+            meta = node.meta
+            if node.memory_type is MemoryType.CONVERSATION and meta.get("role") == "assistant":
                 if assistant_ratio == 0:
                     continue
                 score *= assistant_ratio
             if window is not None and _in_window(node, window):
-                score *= self.params.fuse_time_ratio
-            if speaker is not None and node.meta.get("speaker") == speaker:
-                score *= self.params.fuse_speaker_ratio
+                score *= time_ratio
+            if speaker is not None and meta.get("speaker") == speaker:
+                score *= speaker_ratio
             text = node.content.strip()
             seen = best.get(text)
             if seen is None or score > seen[0]:
                 best[text] = (score, node)
-        ordered = sorted(best.values(), key=lambda pair: pair[0], reverse=True)
+        ordered = sorted(best.values(), key=itemgetter(0), reverse=True)
         # scored copies only of the memories kept: a copy costs microseconds and ~100 come in
         ctx.memories = tuple(node.with_score(score) for score, node in ordered[: ctx.top_k or self._top_k])
 
@@ -149,7 +157,13 @@ def _names(query: str, speaker: str) -> bool:
     name = speaker.strip()
     if not name.isascii():
         return name.casefold() in query.casefold()
-    return re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", query, flags=re.IGNORECASE) is not None
+    return _whole_word(name).search(query) is not None
+
+
+@lru_cache(maxsize=1024)
+def _whole_word(name: str) -> re.Pattern[str]:
+    """`name` as a whole word, any case (compiled once: every query looks for each speaker)."""
+    return re.compile(rf"(?<![\w]){re.escape(name)}(?![\w])", flags=re.IGNORECASE)
 
 
 def _in_window(node: MemoryNode, window: tuple[datetime | None, datetime | None]) -> bool:
