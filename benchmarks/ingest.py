@@ -2,8 +2,8 @@
 
     python -m benchmarks.ingest --out FILE.json [--config NAME|PATH] [--data DIR] [--turns 640] [--batch 64] [--repeats 3]
 
-Three measurements over the same texts and the same batches, interleaved round by round (so
-drift on a shared machine hits all three alike), medians reported:
+Four measurements over the same texts and the same batches, taking turns batch by batch in a
+rotating order (so drift on a shared machine hits them alike), medians of the rounds reported:
 - `ingest_turns_per_s`: the `read_message` operation into a fresh store with the config's
   embedding model (passage embedding + store write + workflow);
 - `ingest_without_embedding_turns_per_s`: the same with a near-zero-cost embedding model
@@ -25,8 +25,9 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -52,29 +53,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     batches = [texts[i : i + args.batch] for i in range(0, len(texts), args.batch)]
     rounds: list[dict[str, float]] = []
     embedding_model = "unknown"
-    dimension = 0
-    progress = Progress("ingest rounds", args.repeats * 4, "measurements", log_every_s=0.0)
+    progress = Progress("ingest rounds", args.repeats, "rounds", log_every_s=0.0)
     as_stored = [[embedding_text_of(text, {"speaker": _SPEAKER}) for text in batch] for batch in batches]
     for round_index in range(args.repeats):
-        with tempfile.TemporaryDirectory(prefix="memoryscope-ingest-") as folder:
-            measured: dict[str, float] = {}
-            with MemoryScope(args.config, overrides={"memory_store.path": str(Path(folder) / "model.db")}) as scope:
-                model = scope.store.embedding_model  # type: ignore[union-attr]  # every shipped store keeps its model
-                embedding_model, dimension = model.model_name, int(model.dimension)
-                measured["ingest"] = _ingest(scope, batches, round_index)
-                progress.advance()
-                measured["bare"] = _bare(model, batches)
-                progress.advance()
-                measured["as_stored"] = _bare(model, as_stored)
-                progress.advance()
+        with (
+            tempfile.TemporaryDirectory(prefix="memoryscope-ingest-") as folder,
+            MemoryScope(args.config, overrides={"memory_store.path": str(Path(folder) / "model.db")}) as scope,
+        ):
+            model = scope.store.embedding_model  # type: ignore[union-attr]  # every shipped store keeps its model
+            embedding_model, dimension = model.model_name, int(model.dimension)
             hashed = {
                 "memory_store.path": str(Path(folder) / "hash.db"),
                 "model.embedding_model": {"class": "benchmarks._hash_embedding.HashEmbedding", "dimension": dimension},
             }
-            with MemoryScope(args.config, overrides=hashed) as scope:
-                measured["no_embedding"] = _ingest(scope, batches, round_index)
-                progress.advance()
+            with MemoryScope(args.config, overrides=hashed) as without_model:
+                measured = _round(scope, without_model, model, batches, as_stored, round_index)
         rounds.append({name: round(len(texts) / seconds, 2) for name, seconds in measured.items()})
+        progress.advance()
     progress.close()
 
     ingest = statistics.median(r["ingest"] for r in rounds)
@@ -140,28 +135,44 @@ def _texts(data: str | None, count: int) -> list[str]:
     return SyntheticText().sentences(count, np.random.default_rng(0))
 
 
-def _ingest(scope: MemoryScope, batches: Sequence[Sequence[str]], round_index: int) -> float:
-    """Seconds spent in read_message for all batches (fresh message ids each round)."""
-    service = scope.default_service
-    start = datetime(2024, 1, 1, 12, 0)
-    spent = 0.0
-    number = 0
-    for batch in batches:
-        messages = []
-        for text in batch:
-            messages.append(Message("user", text, start + timedelta(minutes=number), _SPEAKER, f"r{round_index}-m{number}"))
-            number += 1
-        started = time.perf_counter()
-        service.run_operation("read_message", _USER, messages=tuple(messages))
-        spent += time.perf_counter() - started
+MEASUREMENTS = ("ingest", "bare", "as_stored", "no_embedding")
+
+
+def _round(
+    scope: MemoryScope,
+    without_model: MemoryScope,
+    model: Any,
+    batches: Sequence[Sequence[str]],
+    as_stored: Sequence[Sequence[str]],
+    round_index: int,
+) -> dict[str, float]:
+    """Seconds spent on each measurement over all batches. They take turns batch by batch, in an
+    order that rotates from one batch to the next: the machine's speed drifts over seconds, and
+    each measurement sees the same drift."""
+    spent = dict.fromkeys(MEASUREMENTS, 0.0)
+    for index, batch in enumerate(batches):
+        messages = tuple(_messages(batch, round_index, first=index * len(batches[0])))
+        steps: dict[str, Callable[[], object]] = {
+            "ingest": partial(scope.default_service.run_operation, "read_message", _USER, messages=messages),
+            "bare": partial(model.embed_passages, list(batch)),
+            "as_stored": partial(model.embed_passages, list(as_stored[index])),
+            "no_embedding": partial(without_model.default_service.run_operation, "read_message", _USER, messages=messages),
+        }
+        turn = index % len(MEASUREMENTS)
+        for name in MEASUREMENTS[turn:] + MEASUREMENTS[:turn]:
+            started = time.perf_counter()
+            steps[name]()
+            spent[name] += time.perf_counter() - started
     return spent
 
 
-def _bare(model: Any, batches: Sequence[Sequence[str]]) -> float:
-    started = time.perf_counter()
-    for batch in batches:
-        model.embed_passages(list(batch))
-    return time.perf_counter() - started
+def _messages(batch: Sequence[str], round_index: int, first: int) -> list[Message]:
+    """One batch's chat messages, a minute apart, with ids fresh in each round."""
+    start = datetime(2024, 1, 1, 12, 0)
+    return [
+        Message("user", text, start + timedelta(minutes=number), _SPEAKER, f"r{round_index}-m{number}")
+        for number, text in enumerate(batch, start=first)
+    ]
 
 
 if __name__ == "__main__":
