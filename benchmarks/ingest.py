@@ -53,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     batches = [texts[i : i + args.batch] for i in range(0, len(texts), args.batch)]
     rounds: list[dict[str, float]] = []
     embedding_model = "unknown"
-    progress = Progress("ingest rounds", args.repeats, "rounds", log_every_s=0.0)
+    progress = Progress("ingest", args.repeats * len(batches), "batches")
     as_stored = [[embedding_text_of(text, {"speaker": _SPEAKER}) for text in batch] for batch in batches]
     for round_index in range(args.repeats):
         with (
@@ -67,9 +67,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "model.embedding_model": {"class": "benchmarks._hash_embedding.HashEmbedding", "dimension": dimension},
             }
             with MemoryScope(args.config, overrides=hashed) as without_model:
-                measured = _round(scope, without_model, model, batches, as_stored, round_index)
+                measured = _round(scope, without_model, model, batches, as_stored, round_index, progress)
         rounds.append({name: round(len(texts) / seconds, 2) for name, seconds in measured.items()})
-        progress.advance()
     progress.close()
 
     ingest = statistics.median(r["ingest"] for r in rounds)
@@ -145,6 +144,7 @@ def _round(
     batches: Sequence[Sequence[str]],
     as_stored: Sequence[Sequence[str]],
     round_index: int,
+    progress: Progress,
 ) -> dict[str, float]:
     """Seconds spent on each measurement over all batches. They take turns batch by batch, in an
     order that rotates from one batch to the next: the machine's speed drifts over seconds, and
@@ -163,6 +163,7 @@ def _round(
             started = time.perf_counter()
             steps[name]()
             spent[name] += time.perf_counter() - started
+        progress.advance()
     return spent
 
 
