@@ -18,6 +18,7 @@ from memoryscope.progress import StderrProgress
 
 __all__ = [
     "Progress",
+    "config_overrides",
     "disk_mb",
     "machine",
     "percentiles_ms",
@@ -125,3 +126,16 @@ def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
     return str(value)
+
+
+def config_overrides(pairs: Sequence[str]) -> dict[str, Any]:
+    """`--set KEY=VALUE` pairs as config overrides, each value read as YAML (`1.5`, `true`, `[a, b]`)."""
+    import yaml
+
+    overrides: dict[str, Any] = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        if not equals or not key.strip():
+            raise SystemExit(f"--set takes KEY=VALUE, got {pair!r}")
+        overrides[key.strip()] = yaml.safe_load(value)
+    return overrides

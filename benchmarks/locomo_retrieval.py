@@ -46,7 +46,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks._baselines import BASELINES, baseline_rankings
-from benchmarks._common import Progress, machine, percentiles_ms, print_table, run_stamp, write_json
+from benchmarks._common import Progress, config_overrides, machine, percentiles_ms, print_table, run_stamp, write_json
 from benchmarks._locomo import Conversation, Question, load_conversations
 from memoryscope.app import MemoryScope
 from memoryscope.context import MemoryContext, Message
@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="memoryscope-locomo-") as folder:
             path = Path(args.store) if args.store else Path(folder) / "memories.db"
             overrides = {
-                **_overrides(args.overrides),
+                **config_overrides(args.overrides),
                 "memory_store.path": str(path),
                 "global.output_memory_max_count": max(ks),
             }
@@ -159,19 +159,6 @@ def _parser() -> argparse.ArgumentParser:
         "questions run: ablations of retrieval settings in seconds",
     )
     return parser
-
-
-def _overrides(pairs: Sequence[str]) -> dict[str, Any]:
-    """`--set KEY=VALUE` pairs as config overrides, each value read as YAML (`1.5`, `true`, `[a, b]`)."""
-    import yaml
-
-    overrides: dict[str, Any] = {}
-    for pair in pairs:
-        key, equals, value = pair.partition("=")
-        if not equals or not key.strip():
-            raise SystemExit(f"--set takes KEY=VALUE, got {pair!r}")
-        overrides[key.strip()] = yaml.safe_load(value)
-    return overrides
 
 
 def _user(conversation: Conversation) -> str:

@@ -166,3 +166,22 @@ def test_retrieve_loop_fills_a_store_then_retrieves_from_it(tmp_path: Path) -> N
         cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert refused.returncode != 0 and "exists already" in refused.stderr  # never fills over a store
+
+
+def test_rebuild_stall_times_a_small_user_in_quiet_and_rebuild_windows(tmp_path: Path) -> None:
+    out = tmp_path / "rebuild.json"
+    _run(
+        "rebuild_stall", "--size", "300", "--rounds", "2", "--window", "0.2", "--interval-ms", "20",
+        "--set", "memory_store.keyword_in_memory_from=100", "--out", str(out),
+    )  # fmt: skip
+    result = json.loads(out.read_text(encoding="utf-8"))
+    assert result["large_user_memories"] == 300 and result["rounds"] == 2 and result["interval_ms"] == 20
+    for window in ("quiet", "rebuild"):
+        timed = result["small_user_retrieve_ms"][window]
+        _percentiles(timed)
+        assert timed["max"] >= timed["p95"] and timed["count"] >= 2 * 10  # due every 20 ms for 0.2 s, twice
+    completed = subprocess.run(
+        [sys.executable, "-m", "benchmarks.rebuild_stall", "--size", "300", "--out", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert completed.returncode != 0 and "keyword_in_memory_from" in completed.stderr  # no lists below it: refused

@@ -11,7 +11,8 @@ import numpy as np
 
 from memoryscope.memory import MemoryType
 from memoryscope.models.embedding.local_embedding import LocalEmbedding
-from memoryscope.stores._sqlite_bm25 import BUILD_AFTER, phrases_of
+from memoryscope.stores._sqlite_bm25 import _ROWS_PER_CHECK, BUILD_AFTER, Pacer, UserWords, _read_user, phrases_of
+from memoryscope.stores._sqlite_schema import ROWID_SPAN
 from memoryscope.stores.base import MemoryFilter, SearchMode
 from memoryscope.stores.sqlite_store import SqliteMemoryStore
 from memoryscope.testing.store_contract import make_node, unit_vectors
@@ -119,3 +120,37 @@ def test_only_single_plain_token_phrases_are_ranked_in_memory() -> None:
     assert phrases_of('words : ("3xtea" OR "3xgreen")') == ["3xtea", "3xgreen"]
     assert phrases_of('words : ("3xdon 3xt")') is None  # an apostrophe's two tokens: a real phrase
     assert phrases_of('words : ("3xcafé")') is None
+
+
+def test_a_pacer_rests_once_its_slice_is_used_up() -> None:
+    resting = Pacer(slice_s=0.0, rest_s=0.0)
+    never = Pacer(slice_s=3600.0, rest_s=60.0)  # a rest would hang the test for a minute
+    for _ in range(5):
+        resting.step()
+        never.step()
+    assert (resting.rests, never.rests) == (5, 0)
+
+
+def _lists(words: UserWords) -> tuple[object, ...]:
+    arrays = (words.row_ids, words._docs, words._counts, words._starts, words._lengths)
+    return (words.seq, words._vocabulary, *(array.tolist() for array in arrays))
+
+
+def test_a_paced_build_makes_the_same_lists_as_one_without_rests(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
+    """A build rests between its slices (so searches get the interpreter's lock); resting after
+    every chunk of rows must not change a single posting."""
+    path = tmp_path / "m.db"
+    _random_store(path, embedding_model)
+    with sqlite3.connect(path, isolation_level=None) as connection:
+        slot = connection.execute("SELECT slot FROM keyword_scopes WHERE user_name = 'ann'").fetchone()[0]
+        rows = connection.execute(
+            "SELECT count(*) FROM memory_words WHERE rowid BETWEEN ? AND ?", (slot * ROWID_SPAN, (slot + 1) * ROWID_SPAN - 1)
+        ).fetchone()[0]
+        resting = Pacer(slice_s=0.0, rest_s=0.0)
+        paced = _read_user(connection, slot, resting)
+        unpaced = _read_user(connection, slot, Pacer(slice_s=3600.0))
+    connection.close()
+    assert paced is not None and unpaced is not None
+    assert _lists(paced) == _lists(unpaced)
+    assert paced.row_ids.size == rows > 100
+    assert resting.rests >= 2 * (rows // _ROWS_PER_CHECK)  # a rest after each chunk read and each chunk counted
