@@ -24,8 +24,8 @@ A build is Python work over every row of the user (~0.1 s at 10k memories), and 
 Python keeps the interpreter's lock from every search of the process, up to 5 ms at a time. So a
 build works in slices of `_SLICE_S` and sleeps `_REST_S` after each (`Pacer`), which hands the
 lock to the searches waiting for it. With searches running all the time, a 10k-memory user's
-build takes ~0.5 s instead of ~0.15 s, and another user's retrieves due while it runs take 3.7-4.0
-ms at p95 instead of 27-34 ms (3.1-3.4 ms with no build; `benchmarks.rebuild_stall`).
+build takes ~0.5 s instead of ~0.15 s, and another user's retrieves due while it runs take 3.9-7.1
+ms at p95 instead of 51-57 ms (3.4-3.8 ms with no build; `benchmarks.rebuild_stall`).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -101,23 +102,34 @@ class _Unpaced(Pacer):
         pass
 
 
+@dataclass
+class _Rows:
+    """A user's `memory_words` rows, column by column: plain ints and strings, which the garbage
+    collector does not track (a build keeping thousands of row tuples set off full collections
+    of the whole process, 25-50 ms with every search stopped)."""
+
+    rowids: list[int] = field(default_factory=list)
+    scopes: list[str] = field(default_factory=list)
+    words: list[str] = field(default_factory=list)
+
+
 class UserWords:
     """One user's posting lists as of change-log position `seq`: for each token the rows
     holding it (positions into `row_ids`) and how often. `pacer` paces the building (default: none)."""
 
-    def __init__(self, seq: int, rows: list[tuple[int, str, str]], base: int, pacer: Pacer | None = None) -> None:
+    def __init__(self, seq: int, rows: _Rows, base: int, pacer: Pacer | None = None) -> None:
         pacer = pacer or _Unpaced()
         self.seq = seq
-        count = len(rows)
-        self.row_ids = np.fromiter((row[0] - base for row in rows), dtype=np.int64, count=count)
+        count = len(rows.words)
+        self.row_ids = np.asarray(rows.rowids, dtype=np.int64) - base
         lengths = np.empty(count, dtype=np.float64)
         vocabulary: dict[str, int] = {}
         terms: list[np.ndarray] = []  # each chunk's token numbers (one array a chunk: no long conversion at the end)
         per_row = np.empty(count, dtype=np.int64)  # each row's tokens in `words`
         for start in range(0, count, _ROWS_PER_CHECK):
-            chunk = rows[start : start + _ROWS_PER_CHECK]
-            tokens_of = [words.split() for _, _, words in chunk]
-            for position, (tokens, (_, scope, _)) in enumerate(zip(tokens_of, chunk, strict=True), start):
+            stop = start + _ROWS_PER_CHECK
+            tokens_of = [words.split() for words in rows.words[start:stop]]
+            for position, (tokens, scope) in enumerate(zip(tokens_of, rows.scopes[start:stop], strict=True), start):
                 per_row[position] = len(tokens)
                 lengths[position] = len(tokens) + len(scope.split())  # D counts every column's tokens
             tokens = [token for row_tokens in tokens_of for token in row_tokens]
@@ -257,7 +269,7 @@ def _read_user(connection: sqlite3.Connection, slot: int, pacer: Pacer) -> UserW
     """The user's posting lists from what FTS5 holds, in one read transaction with the log's
     head; None when a word is not a plain token (FTS5 must rank that user)."""
     base = slot * ROWID_SPAN
-    rows: list[tuple[int, str, str]] = []
+    rows = _Rows()
     connection.execute("BEGIN")
     try:
         head = connection.execute(_HEAD_SQL).fetchone()[0]
@@ -268,7 +280,10 @@ def _read_user(connection: sqlite3.Connection, slot: int, pacer: Pacer) -> UserW
             # one match over the batch: a space is plain too, so a row's words and scope never join into a token
             if not _PLAIN.fullmatch(" ".join(f"{scope} {words}" for _, scope, words in batch)):
                 return None
-            rows.extend(batch)
+            rowids, scopes, words = zip(*batch, strict=True)
+            rows.rowids += rowids
+            rows.scopes += scopes
+            rows.words += words
             pacer.step()
     finally:
         connection.execute("COMMIT")
