@@ -47,7 +47,7 @@ from memoryscope.stores._sqlite_schema import KEYWORD_INDEX_VERSION, ROWID_SPAN
 if TYPE_CHECKING:  # a type only: `_sqlite_connections` imports modules that import this one
     from memoryscope.stores._sqlite_connections import SqliteConnections
 
-__all__ = ["BUILD_AFTER", "MemoryWords", "Pacer", "UserWords", "phrases_of"]
+__all__ = ["BUILD_AFTER", "BuildStopped", "MemoryWords", "Pacer", "UserWords", "phrases_of"]
 
 BUILD_AFTER = 3  # searches of a user answered by FTS5 before its lists are built
 _SLICE_S = 0.0005  # a build's work between two rests ...
@@ -76,19 +76,27 @@ def phrases_of(match: str) -> list[str] | None:
     return phrases
 
 
+class BuildStopped(Exception):
+    """A paced build was asked to stop (its store is closing)."""
+
+
 class Pacer:
     """Rests a background thread `rest_s` after each `slice_s` (see the module's docstring). A
     slice is wall time, waits for the lock included: a thread that had to wait long for the lock
-    after its rest has had its turn, and rests again soon."""
+    after its rest has had its turn, and rests again soon. Once `stop` is set, the next step
+    raises `BuildStopped`: a paced build is slow, and closing a store must not wait for it."""
 
-    def __init__(self, slice_s: float = _SLICE_S, rest_s: float = _REST_S) -> None:
+    def __init__(self, slice_s: float = _SLICE_S, rest_s: float = _REST_S, stop: threading.Event | None = None) -> None:
         self.slice_s = slice_s
         self.rest_s = rest_s
         self.rests = 0
+        self._stop = stop
         self._slice_ends = time.perf_counter() + slice_s
 
     def step(self) -> None:
         """Call between small pieces of work: rests when the current slice is used up."""
+        if self._stop is not None and self._stop.is_set():
+            raise BuildStopped
         if time.perf_counter() >= self._slice_ends:
             time.sleep(self.rest_s)
             self.rests += 1
@@ -189,6 +197,7 @@ class MemoryWords:
         self._lock = threading.Lock()
         self._building: set[str] = set()
         self._executor: ThreadPoolExecutor | None = None
+        self._closing = threading.Event()  # set by `close`: a build under way stops at its next step
 
     def ranked(
         self, connection: sqlite3.Connection, user_name: str, slot: int, match: str, limit: int | None, user_rows: int
@@ -232,7 +241,7 @@ class MemoryWords:
     def _build(self, user_name: str, slot: int) -> None:
         started = time.thread_time()  # the build's own work: not its rests, nor waits for the lock
         try:
-            words = _read_user(self._connections.connection(), slot, Pacer())
+            words = _read_user(self._connections.connection(), slot, Pacer(stop=self._closing))
             with self._lock:
                 if words is None:
                     self._users.pop(user_name, None)
@@ -242,6 +251,8 @@ class MemoryWords:
                         self._users.popitem(last=False)
         except sqlite3.Error:
             pass  # FTS5 keeps answering; the next search tries again
+        except BuildStopped:
+            pass  # closing: the lists are dropped anyway
         finally:
             spent = time.thread_time() - started
             with self._lock:
@@ -257,7 +268,8 @@ class MemoryWords:
             executor.shutdown(wait=True)
 
     def close(self) -> None:
-        """Drop the lists; builds not started are cancelled (one under way is waited for)."""
+        """Drop the lists; builds not started are cancelled, one under way stops at its next step."""
+        self._closing.set()
         with self._lock:
             executor, self._executor = self._executor, None
             self._users.clear()

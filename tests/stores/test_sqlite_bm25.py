@@ -5,13 +5,24 @@ where it cannot be sure."""
 from __future__ import annotations
 
 import sqlite3
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from memoryscope.memory import MemoryType
 from memoryscope.models.embedding.local_embedding import LocalEmbedding
-from memoryscope.stores._sqlite_bm25 import _ROWS_PER_CHECK, BUILD_AFTER, Pacer, UserWords, _read_user, phrases_of
+from memoryscope.stores._sqlite_bm25 import (
+    _ROWS_PER_CHECK,
+    BUILD_AFTER,
+    BuildStopped,
+    Pacer,
+    UserWords,
+    _read_user,
+    phrases_of,
+)
 from memoryscope.stores._sqlite_schema import ROWID_SPAN
 from memoryscope.stores.base import MemoryFilter, SearchMode
 from memoryscope.stores.sqlite_store import SqliteMemoryStore
@@ -154,3 +165,35 @@ def test_a_paced_build_makes_the_same_lists_as_one_without_rests(tmp_path: Path,
     assert _lists(paced) == _lists(unpaced)
     assert paced.row_ids.size == rows > 100
     assert resting.rests >= 2 * (rows // _ROWS_PER_CHECK)  # a rest after each chunk read and each chunk counted
+
+
+def test_a_stopped_pacer_raises_at_its_next_step() -> None:
+    stop = threading.Event()
+    pacer = Pacer(slice_s=3600.0, stop=stop)
+    pacer.step()
+    stop.set()
+    with pytest.raises(BuildStopped):
+        pacer.step()
+
+
+def test_closing_a_store_stops_a_build_under_way(
+    tmp_path: Path, embedding_model: LocalEmbedding, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A paced build of a large user takes a while; closing the store must not wait for all of it."""
+    path = tmp_path / "m.db"
+    _random_store(path, embedding_model)
+    monkeypatch.setattr(Pacer.__init__, "__defaults__", (0.0, 0.2, None))  # a rest of 0.2 s at every step: ~4 s in all
+    store = SqliteMemoryStore(path=path, embedding_model=embedding_model, keyword_in_memory_from=10)
+    vector = unit_vectors(1, store.dimension, seed=1)[0]
+    for _ in range(BUILD_AFTER):
+        store.search(MemoryFilter("ann"), query="word1", vector=vector, top_k=5)
+    memory_words = store._searcher._memory_words
+    assert memory_words is not None
+    deadline = time.monotonic() + 5
+    while not memory_words._building and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert memory_words._building == {"ann"}  # under way
+    started = time.monotonic()
+    store.close()
+    assert time.monotonic() - started < 2.0  # the next step stopped it: not the ~4 s it would take
+    assert memory_words._users == {} and memory_words._building == set()
