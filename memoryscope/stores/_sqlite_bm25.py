@@ -20,7 +20,7 @@ phrases, the current keyword index version with no re-index under way, and no ch
 user since the posting lists were built (the change log says; a changed user is served by FTS5
 until a rebuild on a background thread is done, asked for after a few searches). Anything else: None, and the caller asks FTS5.
 
-A build is Python work over every row of the user (~0.1 s at 10k memories), and a thread running
+A build is Python work over every row of the user (~0.15 s at 10k memories), and a thread running
 Python keeps the interpreter's lock from every search of the process, up to 5 ms at a time. So a
 build works in slices of `_SLICE_S` and sleeps `_REST_S` after each (`Pacer`), which hands the
 lock to the searches waiting for it. With searches running all the time, a 10k-memory user's
@@ -103,13 +103,6 @@ class Pacer:
             self._slice_ends = time.perf_counter() + self.slice_s
 
 
-class _Unpaced(Pacer):
-    """Never rests: a build on the caller's own thread, which nothing waits for."""
-
-    def step(self) -> None:
-        pass
-
-
 @dataclass
 class _Rows:
     """A user's `memory_words` rows, column by column: plain ints and strings, which the garbage
@@ -123,10 +116,9 @@ class _Rows:
 
 class UserWords:
     """One user's posting lists as of change-log position `seq`: for each token the rows
-    holding it (positions into `row_ids`) and how often. `pacer` paces the building (default: none)."""
+    holding it (positions into `row_ids`) and how often, built at the pace of `pacer`."""
 
-    def __init__(self, seq: int, rows: _Rows, base: int, pacer: Pacer | None = None) -> None:
-        pacer = pacer or _Unpaced()
+    def __init__(self, seq: int, rows: _Rows, base: int, pacer: Pacer) -> None:
         self.seq = seq
         count = len(rows.words)
         self.row_ids = np.asarray(rows.rowids, dtype=np.int64) - base
@@ -289,7 +281,7 @@ def _read_user(connection: sqlite3.Connection, slot: int, pacer: Pacer) -> UserW
             "SELECT rowid, scope, words FROM memory_words WHERE rowid BETWEEN ? AND ?", (base, base + ROWID_SPAN - 1)
         )
         while batch := cursor.fetchmany(_ROWS_PER_CHECK):
-            # one match over the batch: a space is plain too, so a row's words and scope never join into a token
+            # one match for the batch: its scopes and words joined by spaces are plain exactly when each one is
             if not _PLAIN.fullmatch(" ".join(f"{scope} {words}" for _, scope, words in batch)):
                 return None
             rowids, scopes, words = zip(*batch, strict=True)
