@@ -17,19 +17,29 @@ scores are the same numbers, and ties go to the lower row id as in SQL.
 Only where the result is certainly FTS5's: words of plain tokens (ASCII letters and digits, or
 CJK ideographs: one token each for FTS5's `unicode61` tokenizer, kept as they are), one-token
 phrases, the current keyword index version with no re-index under way, and no change to the
-user since the posting lists were built (the change log says; a changed user is served by FTS5
-until a rebuild on a background thread is done, asked for after a few searches). Anything else: None, and the caller asks FTS5.
+user since the posting lists were made (the change log says). Anything else: None, and the
+caller asks FTS5.
 
-A build is Python work over every row of the user (~0.15 s at 10k memories), and a thread running
-Python keeps the interpreter's lock from every search of the process, up to 5 ms at a time. So a
-build works in slices of `_SLICE_S` and sleeps `_REST_S` after each (`Pacer`), which hands the
-lock to the searches waiting for it. With searches running all the time, a 10k-memory user's
-build takes ~0.5 s instead of ~0.15 s, and another user's retrieves due while it runs take 3.9-7.1
-ms at p95 instead of 51-57 ms (3.4-3.8 ms with no build; `benchmarks.rebuild_stall`).
+Lists are made on a background thread, and FTS5 answers until they are:
+- **built** from every row of the user, after `BUILD_AFTER` searches of a user the process has no
+  lists for (a one-off search, as from a command line, builds nothing);
+- **updated** at the first search that finds them stale: only the rows the change log names since
+  they were made are read, and the lists come out as a build would make them. At 10k memories an
+  update of one row takes ~8 ms, where a build takes ~0.15 s; at 100k, ~80 ms against ~0.8 s.
+  When the log no longer reaches back that far (pruned) or more than a fifth of the rows
+  changed, they are built again.
+
+Making lists is partly Python, and a thread running Python keeps the interpreter's lock from
+every search of the process, up to 5 ms at a time. So it works in slices of `_SLICE_S` and
+sleeps `_REST_S` after each (`Pacer`), which hands the lock to the searches waiting for it; a
+build takes ~3x as long. Another user's retrieves, one due every 4 ms, while a 10k-memory user
+is written to (`benchmarks.rebuild_stall`): p95 48-69 ms with whole unpaced builds, 13-14 ms
+with paced builds, 3.8-4.0 ms with updates (3.7-4.0 ms with no write at all).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import sqlite3
@@ -42,7 +52,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from memoryscope.stores._sqlite_schema import KEYWORD_INDEX_VERSION, ROWID_SPAN
+from memoryscope.stores._sqlite_schema import KEYWORD_INDEX_VERSION, PRUNED_THROUGH_SQL, ROWID_SPAN
 
 if TYPE_CHECKING:  # a type only: `_sqlite_connections` imports modules that import this one
     from memoryscope.stores._sqlite_connections import SqliteConnections
@@ -66,6 +76,12 @@ SELECT (SELECT max(seq) FROM memory_changes WHERE user_name = ?),
 """
 _HEAD_SQL = "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'memory_changes'), 0)"
 _TOTALS_SQL = "SELECT block FROM memory_words_data WHERE id = 1"  # FTS5's row count and token totals
+_CHANGED_SQL = "SELECT DISTINCT row_id FROM memory_changes WHERE user_name = ? AND seq > ? LIMIT ?"
+_WORDS_OF_SQL = (
+    "SELECT rowid, scope, words FROM memory_words WHERE rowid IN (SELECT j.value FROM json_each(?) AS j) ORDER BY rowid"
+)
+_UPDATE_UP_TO = 0.2  # changed rows, as a share of the user's, that an update applies; more: every row is read again
+_UPDATE_AT_LEAST = 256  # ... whatever the user's size
 
 
 def phrases_of(match: str) -> list[str] | None:
@@ -114,39 +130,86 @@ class _Rows:
     words: list[str] = field(default_factory=list)
 
 
-class UserWords:
-    """One user's posting lists as of change-log position `seq`: for each token the rows
-    holding it (positions into `row_ids`) and how often, built at the pace of `pacer`."""
+@dataclass
+class _Postings:
+    """Rows' postings: one entry per (word, row) pair, in any order; `lengths` per row."""
 
-    def __init__(self, seq: int, rows: _Rows, base: int, pacer: Pacer) -> None:
+    terms: np.ndarray  # int64 word numbers
+    rows: np.ndarray  # int64 positions of the rows
+    counts: np.ndarray  # float64 occurrences of the word in the row
+    lengths: np.ndarray  # float64 tokens of each row, every column's
+
+
+def _postings(rows: _Rows, vocabulary: dict[str, int], pacer: Pacer) -> _Postings:
+    """The postings of `rows` (positions in their order), numbering new words into `vocabulary`
+    in order of appearance."""
+    count = len(rows.words)
+    lengths = np.empty(count, dtype=np.float64)
+    terms: list[np.ndarray] = []  # each chunk's token numbers (one array a chunk: no long conversion at the end)
+    per_row = np.empty(count, dtype=np.int64)  # each row's tokens in `words`
+    for start in range(0, count, _ROWS_PER_CHECK):
+        stop = start + _ROWS_PER_CHECK
+        tokens_of = [words.split() for words in rows.words[start:stop]]
+        for position, (tokens, scope) in enumerate(zip(tokens_of, rows.scopes[start:stop], strict=True), start):
+            per_row[position] = len(tokens)
+            lengths[position] = len(tokens) + len(scope.split())  # D counts every column's tokens
+        tokens = [token for row_tokens in tokens_of for token in row_tokens]
+        for token in dict.fromkeys(tokens):
+            if token not in vocabulary:
+                vocabulary[token] = len(vocabulary)
+        terms.append(np.fromiter(map(vocabulary.__getitem__, tokens), dtype=np.int64, count=len(tokens)))
+        pacer.step()
+    positions = np.repeat(np.arange(count, dtype=np.int64), per_row)
+    span = max(count, 1)
+    numbers = np.concatenate(terms) if terms else np.empty(0, dtype=np.int64)
+    pairs, counts = np.unique(numbers * span + positions, return_counts=True)
+    return _Postings(pairs // span, pairs % span, counts.astype(np.float64), lengths)
+
+
+class UserWords:
+    """One user's posting lists as of change-log position `seq`: for each word the rows holding
+    it (positions into `row_ids`, which ascend) and how often. Made by `built` (every row of the
+    user) or `updated` (only the rows changed since)."""
+
+    def __init__(self, seq: int, row_ids: np.ndarray, vocabulary: dict[str, int], postings: _Postings) -> None:
         self.seq = seq
-        count = len(rows.words)
-        self.row_ids = np.asarray(rows.rowids, dtype=np.int64) - base
-        lengths = np.empty(count, dtype=np.float64)
+        self.row_ids = row_ids
+        span = max(row_ids.size, 1)
+        order = np.argsort(postings.terms * span + postings.rows, kind="stable")
+        self._vocabulary = vocabulary  # never changed once made: searches read it from other threads
+        self._docs = postings.rows[order].astype(np.int32)
+        self._counts = postings.counts[order]
+        self._starts = np.searchsorted(postings.terms[order], np.arange(len(vocabulary) + 1))
+        self._lengths = postings.lengths
+
+    @classmethod
+    def built(cls, seq: int, rows: _Rows, base: int, pacer: Pacer) -> UserWords:
+        """The lists of every row of the user (`rows`, by ascending rowid; `base` the user's first rowid)."""
         vocabulary: dict[str, int] = {}
-        terms: list[np.ndarray] = []  # each chunk's token numbers (one array a chunk: no long conversion at the end)
-        per_row = np.empty(count, dtype=np.int64)  # each row's tokens in `words`
-        for start in range(0, count, _ROWS_PER_CHECK):
-            stop = start + _ROWS_PER_CHECK
-            tokens_of = [words.split() for words in rows.words[start:stop]]
-            for position, (tokens, scope) in enumerate(zip(tokens_of, rows.scopes[start:stop], strict=True), start):
-                per_row[position] = len(tokens)
-                lengths[position] = len(tokens) + len(scope.split())  # D counts every column's tokens
-            tokens = [token for row_tokens in tokens_of for token in row_tokens]
-            for token in dict.fromkeys(tokens):  # new words get the next numbers, in order of appearance
-                if token not in vocabulary:
-                    vocabulary[token] = len(vocabulary)
-            terms.append(np.fromiter(map(vocabulary.__getitem__, tokens), dtype=np.int64, count=len(tokens)))
-            pacer.step()
-        docs = np.repeat(np.arange(count, dtype=np.int64), per_row)
-        span = max(count, 1)
-        numbers = np.concatenate(terms) if terms else np.empty(0, dtype=np.int64)
-        pairs, counts = np.unique(numbers * span + docs, return_counts=True)
-        self._vocabulary = vocabulary
-        self._docs = (pairs % span).astype(np.int32)
-        self._counts = counts.astype(np.float64)
-        self._starts = np.searchsorted(pairs // span, np.arange(len(vocabulary) + 1))
-        self._lengths = lengths
+        postings = _postings(rows, vocabulary, pacer)
+        return cls(seq, np.asarray(rows.rowids, dtype=np.int64) - base, vocabulary, postings)
+
+    def updated(self, seq: int, changed: np.ndarray, rows: _Rows, base: int, pacer: Pacer) -> UserWords:
+        """These lists with the rows `changed` since (row ids) replaced by `rows`, what those
+        of them still of the user hold now (the rest were deleted or moved away): the same
+        lists as `built` would make, from a fraction of the work."""
+        vocabulary = dict(self._vocabulary)
+        fresh = _postings(rows, vocabulary, pacer)
+        kept = ~np.isin(self.row_ids, changed)
+        kept_postings = kept[self._docs]
+        row_ids = np.concatenate([self.row_ids[kept], np.asarray(rows.rowids, dtype=np.int64) - base])
+        order = np.argsort(row_ids, kind="stable")
+        position = np.empty(order.size, dtype=np.int64)
+        position[order] = np.arange(order.size)  # a row's place among the rows after the update
+        kept_index = np.cumsum(kept) - 1  # an old position's place among the kept rows
+        old_terms = np.repeat(np.arange(self._starts.size - 1), np.diff(self._starts))
+        postings = _Postings(
+            terms=np.concatenate([old_terms[kept_postings], fresh.terms]),
+            rows=np.concatenate([position[kept_index[self._docs[kept_postings]]], position[int(kept.sum()) + fresh.rows]]),
+            counts=np.concatenate([self._counts[kept_postings], fresh.counts]),
+            lengths=np.concatenate([self._lengths[kept], fresh.lengths])[order],
+        )
+        return UserWords(seq, row_ids[order], vocabulary, postings)
 
     def ranked(self, phrases: list[str], rows: int, tokens: int, limit: int | None) -> list[tuple[int, float]]:
         """`(row_id, score)` best first (ties: lower row id), as FTS5 ranks them with `bm25()`;
@@ -219,10 +282,12 @@ class MemoryWords:
 
     def _build_later(self, user_name: str, slot: int) -> None:
         """Build the user's lists on the background thread once FTS5 has answered `BUILD_AFTER`
-        searches: a one-off search (a command line) never pays for lists it would not use."""
+        searches: a one-off search (a command line) never pays for lists it would not use. Lists
+        this process has, gone stale, are brought up to date at the first search that finds them so."""
         with self._lock:
             misses = self._misses[user_name] = self._misses.get(user_name, 0) + 1
-            if misses < BUILD_AFTER or user_name in self._building or time.monotonic() < self._not_before.get(user_name, 0.0):
+            needed = 1 if user_name in self._users else BUILD_AFTER
+            if misses < needed or user_name in self._building or time.monotonic() < self._not_before.get(user_name, 0.0):
                 return
             self._misses.pop(user_name, None)
             self._building.add(user_name)
@@ -233,7 +298,13 @@ class MemoryWords:
     def _build(self, user_name: str, slot: int) -> None:
         started = time.thread_time()  # the build's own work: not its rests, nor waits for the lock
         try:
-            words = _read_user(self._connections.connection(), slot, Pacer(stop=self._closing))
+            connection = self._connections.connection()
+            pacer = Pacer(stop=self._closing)
+            with self._lock:
+                stale = self._users.get(user_name)
+            words = _updated_user(connection, user_name, slot, stale, pacer) if stale is not None else None
+            if words is None:
+                words = _read_user(connection, slot, pacer)
             with self._lock:
                 if words is None:
                     self._users.pop(user_name, None)
@@ -291,7 +362,37 @@ def _read_user(connection: sqlite3.Connection, slot: int, pacer: Pacer) -> UserW
             pacer.step()
     finally:
         connection.execute("COMMIT")
-    return UserWords(head, rows, base, pacer)
+    return UserWords.built(head, rows, base, pacer)
+
+
+def _updated_user(
+    connection: sqlite3.Connection, user_name: str, slot: int, stale: UserWords, pacer: Pacer
+) -> UserWords | None:
+    """`stale` with the user's rows changed since it was built applied, in one read transaction
+    with the log's head; None when that is not the way: the log no longer reaches back to
+    `stale` (pruned), too many rows changed, or a changed row holds a word that is not a plain
+    token (`_read_user` says what to do then)."""
+    base = slot * ROWID_SPAN
+    most = max(_UPDATE_AT_LEAST, int(stale.row_ids.size * _UPDATE_UP_TO))
+    connection.execute("BEGIN")
+    try:
+        head = connection.execute(_HEAD_SQL).fetchone()[0]
+        if connection.execute(PRUNED_THROUGH_SQL).fetchone()[0] > stale.seq:
+            return None
+        changed = [row[0] for row in connection.execute(_CHANGED_SQL, (user_name, stale.seq, most + 1))]
+        if len(changed) > most:
+            return None
+        found = connection.execute(_WORDS_OF_SQL, (json.dumps([base + row_id for row_id in changed]),)).fetchall()
+    finally:
+        connection.execute("COMMIT")
+    if found and not _PLAIN.fullmatch(" ".join(f"{scope} {words}" for _, scope, words in found)):
+        return None
+    rows = _Rows()
+    for rowid, scope, words in found:
+        rows.rowids.append(rowid)
+        rows.scopes.append(scope)
+        rows.words.append(words)
+    return stale.updated(head, np.asarray(changed, dtype=np.int64), rows, base, pacer)
 
 
 def _varints(blob: bytes) -> list[int]:

@@ -197,3 +197,55 @@ def test_closing_a_store_stops_a_build_under_way(
     store.close()
     assert time.monotonic() - started < 2.0  # the next step stopped it: not the ~4 s it would take
     assert memory_words._users == {} and memory_words._building == set()
+
+
+def _ranking_of_every_word(words: UserWords) -> dict[str, list[tuple[int, float]]]:
+    return {word: words.ranked([word], 1000, 9000, None) for word in words._vocabulary}
+
+
+def test_lists_gone_stale_are_updated_from_the_changed_rows_alone(
+    tmp_path: Path, embedding_model: LocalEmbedding, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Inserts, rewrites, deletes and a memory moved to another user, written by another store on
+    the file: the lists are brought up to date from the change log's rows, never read whole again,
+    and rank as FTS5 does and as lists built from scratch do."""
+    import memoryscope.stores._sqlite_bm25 as bm25
+
+    path = tmp_path / "m.db"
+    queries = [*_random_store(path, embedding_model, seed=3), "word1 fresh", "word39 moved"]
+    in_memory, by_fts = _stores(path, embedding_model)
+    with in_memory, by_fts:
+        _warm(in_memory)
+        memory_words = in_memory._searcher._memory_words
+        assert memory_words is not None
+        before = memory_words._users["ann"]
+        ann = by_fts.scan(MemoryFilter("ann", memory_types=[MemoryType.OBSERVATION]))
+        new = [make_node(f"word1 fresh word{index} word{index}", memory_id=f"new-{index}") for index in range(5)]
+        rewritten = [ann[0].replace(content="word2 word2 rewritten"), ann[1].replace(content="word39 word1")]
+        moved = ann[2].replace(user_name="bob", content="word39 moved")
+        by_fts.upsert([*new, *rewritten, moved], vectors=unit_vectors(8, by_fts.dimension, seed=5))
+        by_fts.delete([ann[3].memory_id, ann[4].memory_id])
+
+        def read_whole(*_: object) -> None:
+            raise AssertionError("the lists were read whole again")
+
+        monkeypatch.setattr(bm25, "_read_user", read_whole)
+        memory_words._not_before.clear()
+        assert _keyword(in_memory, "word1") == _keyword(by_fts, "word1")  # stale: FTS5 answers, asks for the update
+        in_memory.wait_for_background()
+        updated = memory_words._users["ann"]
+        assert updated is not before and updated.seq > before.seq
+        assert updated.row_ids.size == before.row_ids.size + 5 - 1 - 2  # 5 new; 1 moved away, 2 deleted
+        kinds = MemoryFilter("ann", memory_types=[MemoryType.OBSERVATION, MemoryType.INSIGHT])
+        for query in queries:
+            assert _keyword(in_memory, query) == _keyword(by_fts, query)
+            assert _keyword(in_memory, query, kinds) == _keyword(by_fts, query, kinds)
+        assert memory_words._users["ann"] is updated  # every search above was answered from the lists
+        monkeypatch.undo()
+        with sqlite3.connect(path, isolation_level=None) as connection:
+            slot = connection.execute("SELECT slot FROM keyword_scopes WHERE user_name = 'ann'").fetchone()[0]
+            built = _read_user(connection, slot, Pacer(slice_s=3600.0))
+        connection.close()
+        assert built is not None
+        assert updated.row_ids.tolist() == built.row_ids.tolist() and updated._lengths.tolist() == built._lengths.tolist()
+        assert {w: r for w, r in _ranking_of_every_word(updated).items() if r} == _ranking_of_every_word(built)
