@@ -239,8 +239,8 @@ class UserWords:
 
 
 class MemoryWords:
-    """The posting lists of recently searched users with at least `from_rows` memories, built on
-    a background thread (its own connection) and dropped when the user changes."""
+    """The posting lists of recently searched users with at least `from_rows` memories, made on
+    a background thread (its own connection): built, or updated once the user changes."""
 
     def __init__(self, connections: SqliteConnections, from_rows: int, max_users: int) -> None:
         self.from_rows = from_rows
@@ -296,6 +296,7 @@ class MemoryWords:
             self._executor.submit(self._build, user_name, slot)
 
     def _build(self, user_name: str, slot: int) -> None:
+        """The user's lists, updated from the changed rows when the stale ones allow it, else built."""
         started = time.thread_time()  # the build's own work: not its rests, nor waits for the lock
         try:
             connection = self._connections.connection()
