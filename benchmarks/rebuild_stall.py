@@ -137,7 +137,7 @@ def _summary(seconds: list[float]) -> dict[str, float]:
 def _print(result: dict[str, Any]) -> None:
     print(
         f"a small user's retrieve_memory (ms, from when it was due; one due every {result['interval_ms']:.2f} ms) "
-        f"while a {result['large_user_memories']:,}-memory user's lists are rebuilt"
+        f"with no write (quiet) and after a write to a {result['large_user_memories']:,}-memory user (rebuild)"
     )
     print(f"{'rounds':<10}{'count':>8}{'p50':>9}{'p95':>9}{'max':>9}")
     for name, row in result["small_user_retrieve_ms"].items():

@@ -129,6 +129,20 @@ class _Rows:
     scopes: list[str] = field(default_factory=list)
     words: list[str] = field(default_factory=list)
 
+    def add_plain(self, batch: list[tuple[int, str, str]]) -> bool:
+        """Add `(rowid, scope, words)` rows; False, adding none, if a word among them is not a
+        plain token (FTS5 must rank that user)."""
+        if not batch:
+            return True
+        # one match for the batch: its scopes and words joined by spaces are plain exactly when each one is
+        if not _PLAIN.fullmatch(" ".join(f"{scope} {words}" for _, scope, words in batch)):
+            return False
+        rowids, scopes, words = zip(*batch, strict=True)
+        self.rowids += rowids
+        self.scopes += scopes
+        self.words += words
+        return True
+
 
 @dataclass
 class _Postings:
@@ -353,13 +367,8 @@ def _read_user(connection: sqlite3.Connection, slot: int, pacer: Pacer) -> UserW
             "SELECT rowid, scope, words FROM memory_words WHERE rowid BETWEEN ? AND ?", (base, base + ROWID_SPAN - 1)
         )
         while batch := cursor.fetchmany(_ROWS_PER_CHECK):
-            # one match for the batch: its scopes and words joined by spaces are plain exactly when each one is
-            if not _PLAIN.fullmatch(" ".join(f"{scope} {words}" for _, scope, words in batch)):
+            if not rows.add_plain(batch):
                 return None
-            rowids, scopes, words = zip(*batch, strict=True)
-            rows.rowids += rowids
-            rows.scopes += scopes
-            rows.words += words
             pacer.step()
     finally:
         connection.execute("COMMIT")
@@ -386,13 +395,9 @@ def _updated_user(
         found = connection.execute(_WORDS_OF_SQL, (json.dumps([base + row_id for row_id in changed]),)).fetchall()
     finally:
         connection.execute("COMMIT")
-    if found and not _PLAIN.fullmatch(" ".join(f"{scope} {words}" for _, scope, words in found)):
-        return None
     rows = _Rows()
-    for rowid, scope, words in found:
-        rows.rowids.append(rowid)
-        rows.scopes.append(scope)
-        rows.words.append(words)
+    if not rows.add_plain(found):
+        return None
     return stale.updated(head, np.asarray(changed, dtype=np.int64), rows, base, pacer)
 
 
