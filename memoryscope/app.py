@@ -27,15 +27,16 @@ from memoryscope.compat.arguments import (
 from memoryscope.config.keys import model_reach
 from memoryscope.config.loading import load_config
 from memoryscope.config.specs import Config
+from memoryscope.door import VERB_OPERATIONS, Door, Limits
 from memoryscope.env import Env
 from memoryscope.errors import ConfigError
 from memoryscope.memory_api import MemoryApi
-from memoryscope.operation import Operation
+from memoryscope.operation import FrontendOperation, Operation
 from memoryscope.service import MemoryService
 from memoryscope.stores.base import MemoryStore
 from memoryscope.stores.factory import build_store
 from memoryscope.worker import WORKERS, Worker
-from memoryscope.workflow import WorkflowRunner
+from memoryscope.workflow import WorkflowRunner, parse_workflow
 
 __all__ = ["MemoryScope"]
 
@@ -92,6 +93,26 @@ class MemoryScope(MemoryApi):
         if not self.services:
             raise ConfigError([("memory_service", "this config defines no memory service")], source=self.config.source)
         return next(iter(self.services.values()))
+
+    @property
+    def door(self) -> Door:
+        """Every verb, for a caller (`memoryscope.door`): what every face of this scope calls."""
+        door = self.__dict__.get("_door")
+        if door is None:
+            chat = next(iter(self.chats.values()), None)
+            params = getattr(chat, "params", None)
+            door = Door(
+                self.default_service,
+                self.store,
+                self.config.settings,
+                limits=Limits.of(self.config.server),
+                source=str(self.config.source),
+                retrieve_operation=getattr(params, "retrieve_operation", "retrieve_memory"),
+                store_operation=getattr(params, "store_operation", "read_message"),
+                agent_policy=bool(getattr(chat, "manages_own_memory", False)),
+            )
+            self.__dict__["_door"] = door
+        return door
 
     @property
     def default_memory_chat(self) -> Any:
@@ -227,10 +248,30 @@ class MemoryScope(MemoryApi):
                 )
                 for op_name, op in spec.operations.items()
             }
-            services[name] = spec.cls(
-                name, spec.params, operations, self._executor, store=self.store, settings=self.config.settings
-            )
+            service = spec.cls(name, spec.params, operations, self._executor, store=self.store, settings=self.config.settings)
+            service.verb_operations = self._verb_operations(name, set(operations), skip)
+            services[name] = service
         return services
+
+    def _verb_operations(self, service: str, configured: set[str], skip: frozenset[str]) -> dict[str, Operation]:
+        """The operations verbs run that this service's config does not define, built in."""
+        if self.store is None:
+            return {}
+        built: dict[str, Operation] = {}
+        for op_name, (worker_class, params) in VERB_OPERATIONS.items():
+            if op_name in configured:
+                continue
+            where = f"memory_service.{service}.memory_operations.{op_name} (built in)"
+            step = f"verb_{op_name}"
+            cls = WORKERS.get(worker_class, where)
+            worker = cls(step, cls.Params.model_validate(params))
+            worker.bind(self.env)
+            runner = WorkflowRunner(
+                op_name, parse_workflow(step, where), {step: worker}, skip=skip, executor=self._executor, where=where
+            )
+            description = f"the {op_name} verb's operation (built in: the config defines none)"
+            built[op_name] = Operation(op_name, FrontendOperation.Params(workflow=step, description=description), False, runner)
+        return built
 
     def _build_chats(self) -> dict[str, Any]:
         return {name: spec.cls(name, spec.params, self) for name, spec in self.config.chats.items()}

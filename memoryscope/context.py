@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from memoryscope.history import UndoPlan
 from memoryscope.memory import MemoryNode, MemoryType
 from memoryscope.stores.base import TimeRange
 from memoryscope.stores.metadata import MetadataCondition
@@ -102,7 +103,9 @@ class MemoryContext:
     query_vector: np.ndarray | None = None  # precomputed query embedding, when the caller has one
     messages: tuple[Message, ...] = ()  # new chat messages to remember
     memory_ids: tuple[str, ...] = ()  # for delete_memory
-    new_memories: tuple[str, ...] = ()  # texts for add_memory
+    new_memories: tuple[str | Message, ...] = ()  # add_memory: texts, or messages (with their time, role, metadata)
+    new_metadata: dict[str, Any] | None = None  # update_memory: metadata keys to set (None values remove theirs)
+    undo_run_id: str = ""  # undo_run: the run whose changes to revert
     chat_history: tuple[Message, ...] = ()  # the chat's recent turns before the query, oldest first
     embedded: tuple[TextVector, ...] = ()  # texts already embedded (a chat turn's query and message)
     retry_failed: bool = False  # consolidate_memory: take messages parked or backing off after failures too
@@ -138,6 +141,9 @@ class MemoryContext:
     deleted_memory_ids: tuple[str, ...] = ()  # the user's memories delete_memory was asked to delete
     unknown_memory_ids: tuple[str, ...] = ()  # ids delete_memory was given that name no memory of the user's
     deleted_count: int = 0  # how many memories delete_memory or delete_all deleted
+    updated_memory_ids: tuple[str, ...] = ()  # the memories update_memory (update, pin, unpin) changed
+    undo_plan: UndoPlan | None = None  # what undo_run did: restored, deleted, refused, already undone
+    undo_of_run: str = ""  # the id undo_run recorded its own changes under
     # MemoryOS's tiers (workers `memoryos_*`, see workers/_memoryos.py)
     short_term_pages: tuple[MemoryNode, ...] = ()  # the user's short-term pages, oldest first (memoryos_load)
     mid_term_segments: tuple[MemoryNode, ...] = ()  # the user's valid mid-term segments (memoryos_load)
@@ -182,6 +188,8 @@ CALLER_FIELDS: frozenset[str] = frozenset(
         "messages",
         "memory_ids",
         "new_memories",
+        "new_metadata",
+        "undo_run_id",
         "chat_history",
         "embedded",
         "retry_failed",

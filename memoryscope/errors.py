@@ -22,6 +22,11 @@ __all__ = [
     "WorkerError",
     "StoreError",
     "ModelError",
+    "InvalidInputError",
+    "TooLargeError",
+    "TooManyError",
+    "NotFoundError",
+    "PermissionDeniedError",
     "closest",
     "shorten",
 ]
@@ -95,6 +100,35 @@ class ServiceClosed(MemoryScopeError):
 
 class StoreError(MemoryScopeError):
     """A memory store could not do what was asked (bad path, failed write, model mismatch)."""
+
+
+class InvalidInputError(MemoryScopeError, ValueError):
+    """A verb was given something it cannot take (an empty text, a bad time, an unknown type).
+    `code`: a stable word for machines (HTTP answers carry it), when more precise than the kind's."""
+
+    def __init__(self, message: str, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class TooLargeError(InvalidInputError):
+    """An input over a limit (a text's characters, `top_k`); says which limit and its key."""
+
+
+class TooManyError(TooLargeError):
+    """More items in one call than the limit (messages, texts, ids)."""
+
+
+class NotFoundError(MemoryScopeError, LookupError):
+    """What a verb was asked for does not exist for this caller (another user's memory is not found either)."""
+
+    def __init__(self, message: str, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class PermissionDeniedError(MemoryScopeError, PermissionError):
+    """The caller may not do this (a read-only caller asked to write, an admin verb without admin)."""
 
 
 class ModelError(MemoryScopeError):

@@ -147,6 +147,7 @@ class UndoPlan:
     restore: list[MemoryNode] = field(default_factory=list)
     delete: list[str] = field(default_factory=list)
     refused: dict[str, str] = field(default_factory=dict)  # memory id -> reason
+    already_undone: list[str] = field(default_factory=list)  # an earlier undo of the run reverted these
 
 
 def undo_plan(run_changes: Sequence[MemoryChange], later_changes: Mapping[str, MemoryChange]) -> UndoPlan:
@@ -224,12 +225,16 @@ def undo_run(store: MemoryStore, run_id: str) -> tuple[UndoPlan, str]:
     # already did does not count as a later change
     undo_id = f"undo-{run_id}"
     later: dict[str, MemoryChange] = {}
+    done: list[str] = []
     for memory_id, seq in last_seq.items():
         history = store.history(memory_id=memory_id, limit=_MAX_CHANGES)
         after = [change for change in history if change.seq > seq and change.run_id != undo_id]
         if after:
             later[memory_id] = after[0]
-    plan = undo_plan(run_changes, later)
+        elif history and history[-1].seq > seq and history[-1].run_id == undo_id:
+            done.append(memory_id)  # an earlier undo of this run put it back already
+    plan = undo_plan([change for change in run_changes if change.memory_id not in done], later)
+    plan.already_undone = done
     if plan.restore:
         store.upsert(plan.restore, change=ChangeSource("undo", undo_id, restoring=True))
     if plan.delete:

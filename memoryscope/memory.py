@@ -77,10 +77,11 @@ AROUND_META = ("speaker", "context", "reply")  # spelt out in `searchable_fields
 # The meta entries MemoryScope writes itself: a chat message's role, speaker and neighbours
 # (`read_message`), which worker drew an observation and how its time was read
 # (`get_observation*`), the observations an insight came from (`update_insight`), and
-# consolidation's retry bookkeeping (`consolidation_*`, `memoryscope.message_retries`). A worker
-# that keeps something new in `meta` names it here. The rest of `meta` is the caller's metadata
-# (`MemoryScope.add(..., metadata=...)`).
-OWN_META = frozenset({"role", *AROUND_META, "worker", "time_source", "time_text", "observation_ids"})
+# consolidation's retry bookkeeping (`consolidation_*`, `memoryscope.message_retries`), and whether
+# the memory is pinned (only the `pin` and `unpin` verbs set it). A worker that keeps something new
+# in `meta` names it here. The rest of `meta` is the caller's metadata (`MemoryScope.add(...,
+# metadata=...)`).
+OWN_META = frozenset({"role", *AROUND_META, "worker", "time_source", "time_text", "observation_ids", "pinned"})
 # consolidation's retry bookkeeping; MemoryOS's tiers (a page's tier and segment, a segment's
 # keywords and heat inputs: workers/_memoryos.py)
 _BOOKKEEPING_PREFIX = ("consolidation_", "memoryos_")

@@ -90,6 +90,9 @@ class MemoryService:
         self.name = name
         self.params = params
         self.operations = dict(operations)
+        # the operations verbs run that the config does not define (`memoryscope.door.verbs`): run
+        # by name like the others, not listed among the configured ones
+        self.verb_operations: dict[str, Operation] = {}
         self.settings = settings or GlobalSettings()
         self._executor = executor
         self._closed = threading.Event()
@@ -108,6 +111,10 @@ class MemoryService:
     def operation_names(self) -> list[str]:
         return list(self.operations)
 
+    def has_operation(self, name: str) -> bool:
+        """Whether `name` runs here: a configured operation, or one a verb brings."""
+        return name in self.operations or name in self.verb_operations
+
     def start(self) -> None:
         """Start the background scheduler (when `enable_scheduler`); `MemoryScope` calls this once built."""
         self.scheduler.start()
@@ -119,7 +126,7 @@ class MemoryService:
         user_name = user_name or role_name or self.params.human_name
         if self._closed.is_set():
             raise ServiceClosed(f"service {self.name!r} is closed")
-        operation = self.operations.get(name)
+        operation = self.operations.get(name) or self.verb_operations.get(name)
         if operation is None:
             raise UnknownNameError(f"memory_service.{self.name}.memory_operations", "operation", name, self.operations)
         unknown = sorted(set(caller_fields) - CALLER_FIELDS)

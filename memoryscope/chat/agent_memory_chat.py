@@ -70,6 +70,7 @@ class AgentMemoryChat:
     """A MemGPT-style agent per user, over the scope's store, models and service."""
 
     needs_function_calling = True  # the config check refuses a generation model that cannot call functions
+    manages_own_memory = True  # the user's profile is the agent's `human` block (`memoryscope.door`'s `profile`)
 
     class Params(ChatParams):
         user_name: str = Field("", description="Whose agent; defaults to the service's `human_name`.")

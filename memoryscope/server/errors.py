@@ -3,8 +3,9 @@
     {"error": {"code": "unknown_memory", "message": "no memory has the id 'ab12' ...", "type": "not_found"}}
 
 The shape is also OpenAI's (`error.message`, `error.type`, `error.code`), so an OpenAI SDK reads
-the chat endpoint's errors as its own. Library errors map to statuses here, once: bad input 422,
-a store that fails 503, a model that fails 502; anything unexpected is 500 with no internals.
+the chat endpoint's errors as its own. Library errors take their status and code from the door's
+one table (`memoryscope.door.failures`): bad input 422, not found 404, a store that fails 503, a
+model that fails 502; anything unexpected is 500 with no internals.
 """
 
 from __future__ import annotations
@@ -18,9 +19,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from memoryscope.errors import MemoryScopeError, ModelError, ServiceClosed, StoreError, WorkerError
-from memoryscope.leases import LeaseBusy
-from memoryscope.memory_api import MemoryNotFoundError
+from memoryscope.door import failure_of
+from memoryscope.errors import MemoryScopeError, WorkerError
 
 __all__ = ["ApiError", "error_body", "install_error_handlers"]
 
@@ -60,22 +60,23 @@ def error_response(error: ApiError) -> JSONResponse:
     return JSONResponse(error_body(error.status, error.code, error.message), status_code=error.status, headers=error.headers)
 
 
+# How the HTTP face words some kinds of failure (the status and code come from the door's table).
+_WORDING = {
+    "model_error": "a model call failed: {}",
+    "store_error": "the memory store failed: {}",
+    "shutting_down": "the server is shutting down ({}); retry against another replica or later",
+    "busy": "{}; it waits at most the service's lease_wait_s",
+}
+
+
 def library_error(error: MemoryScopeError) -> ApiError:
-    """The HTTP face of an error the library raised."""
-    cause = error.cause if isinstance(error, WorkerError) else error
-    if isinstance(cause, MemoryNotFoundError):
-        return ApiError(404, "unknown_memory", str(cause))
-    if isinstance(cause, ModelError):
-        return ApiError(502, "model_error", f"a model call failed: {cause}")
-    if isinstance(cause, StoreError):
-        return ApiError(503, "store_error", f"the memory store failed: {cause}")
-    if isinstance(cause, ServiceClosed):
-        return ApiError(503, "shutting_down", f"the server is shutting down ({cause}); retry against another replica or later")
-    if isinstance(cause, LeaseBusy):
-        return ApiError(409, "busy", f"{cause}; it waits at most the service's lease_wait_s", headers={"Retry-After": "5"})
-    if isinstance(error, WorkerError):
-        return ApiError(500, "operation_failed", str(error))
-    return ApiError(422, "invalid_request", str(error))
+    """The HTTP face of an error the library raised: its status and code from `memoryscope.door`'s
+    one table of failures."""
+    failure = failure_of(error)
+    cause = error.cause if isinstance(error, WorkerError) and failure.kind != "operation_failed" else error
+    message = _WORDING.get(failure.kind, "{}").format(cause)
+    headers = {"Retry-After": "5"} if failure.kind == "busy" else None
+    return ApiError(failure.http_status, failure.kind, message, headers=headers)
 
 
 def validation_message(errors: Sequence[Any]) -> tuple[str, str]:

@@ -21,7 +21,7 @@ def _plausible(moment: datetime) -> datetime:
 
 
 Time = Annotated[datetime, AfterValidator(_plausible)]
-MemoryTypeName = Literal["conversation", "observation", "obs_customized", "insight"]
+MemoryTypeName = str  # any registered memory type: the door checks the name and lists the known ones
 
 
 class MessageIn(BaseModel):

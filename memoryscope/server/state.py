@@ -17,13 +17,15 @@ from fastapi import Depends, Request
 
 from memoryscope.app import MemoryScope
 from memoryscope.config.server_settings import ServerSettings
+from memoryscope.door import ADMIN, READ, WRITE, Door, Limits, Reach
+from memoryscope.door import Caller as VerbCaller
 from memoryscope.server.access import ApiKey, KeyRing
 from memoryscope.server.errors import ApiError
 from memoryscope.server.limits import RateLimiter
 from memoryscope.server.metrics import ServerMetrics
 from memoryscope.service import MemoryService
 
-__all__ = ["Caller", "CallerDep", "AdminDep", "ServerState", "caller", "state_of", "admin_caller"]
+__all__ = ["Caller", "CallerDep", "AdminDep", "ServerState", "caller", "state_of", "admin_caller", "VerbCaller"]
 
 
 @dataclass
@@ -36,6 +38,14 @@ class ServerState:
     service: MemoryService
     chat: Any | None  # the memory chat behind /v1/chat/completions; None when the config has none
     started: float = field(default_factory=time.monotonic)
+
+    @property
+    def door(self) -> Door:
+        """The verbs, with this server's limits (its `server:` settings)."""
+        door = self.__dict__.get("_door")
+        if door is None:
+            door = self.__dict__["_door"] = self.scope.door.with_limits(Limits.of(self.settings))
+        return door
 
 
 def state_of(request: Request) -> ServerState:
@@ -69,6 +79,32 @@ class Caller:
             raise ApiError(
                 403, "forbidden", f"the API key {self.name!r} may not reach user {user!r}{where}; use a key scoped to them"
             )
+
+    def for_user(
+        self, state: ServerState, named: str | None, workspace: str = "", target: str = "", *, default_user: bool = False
+    ) -> VerbCaller:
+        """The verbs' caller of this request: the user it names (a path, the `user` field, the
+        X-MemoryScope-User header), else the one user its key is scoped to, else, where the face
+        allows it and no keys are configured, the service's `human_name`; 422 when none, 403 when
+        the key does not reach them. The one place an HTTP face decides who the user is."""
+        user = (named or "").strip() or self.sole_user()
+        if not user and default_user and self.key is None:
+            user = state.service.params.human_name
+        if not user:
+            message = "name whose memories to use: the path's user, the request's `user` field, or the X-MemoryScope-User header"
+            raise ApiError(422, "missing_user", message)
+        self.require(user, workspace)
+        return VerbCaller(user, workspace, target, scopes=self.scopes)
+
+    def by_id(self, state: ServerState) -> VerbCaller:
+        """The verbs' caller for a memory or run named by id: it reaches what the key reaches."""
+        key = self.key
+        reach = Reach() if key is None or key.admin else Reach(key.users or None, key.workspaces or None)
+        return VerbCaller(state.service.params.human_name, None, scopes=self.scopes, named=False, reach=reach)
+
+    @property
+    def scopes(self) -> frozenset[str]:
+        return frozenset((READ, WRITE, ADMIN)) if self.admin else frozenset((READ, WRITE))
 
     def sole_user(self) -> str | None:
         """The one user this caller's key is scoped to, if exactly one."""

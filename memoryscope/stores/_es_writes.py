@@ -141,7 +141,9 @@ def bulk_error(index: EsIndex, action: str, failed: dict[str, str], written: lis
     return BulkWriteError(message, failed, written)
 
 
-def update(store: ElasticsearchMemoryStore, index: EsIndex, memory_id: str, changes: dict[str, Any]) -> MemoryNode:
+def update(
+    store: ElasticsearchMemoryStore, index: EsIndex, memory_id: str, changes: dict[str, Any], change: ChangeSource | None = None
+) -> MemoryNode:
     """Change fields of one node; `updated_at` becomes now unless given.
 
     Only the changed fields are sent (the `update` API with `doc`), guarded by the version
@@ -190,7 +192,7 @@ def update(store: ElasticsearchMemoryStore, index: EsIndex, memory_id: str, chan
             if getattr(error, "status_code", None) == 404:
                 raise StoreError(index.where(f"no memory {memory_id!r} (deleted while it was being updated)")) from None
             raise
-    es_history.record(index, changes_of_write({memory_id: old}, [new], None))
+    es_history.record(index, changes_of_write({memory_id: old}, [new], change))
     return new
 
 

@@ -101,8 +101,9 @@ class MemoryStore(ABC):
         """The nodes with these ids that exist, in the order asked."""
 
     @abstractmethod
-    def update(self, memory_id: str, **changes: Any) -> MemoryNode:
-        """Change fields of one node (re-embedding if `content` changes); StoreError if absent."""
+    def update(self, memory_id: str, *, change: ChangeSource | None = None, **changes: Any) -> MemoryNode:
+        """Change fields of one node (re-embedding if `content` changes); StoreError if absent.
+        `change` says which operation and run made it (kept in the history)."""
 
     @abstractmethod
     def delete(self, memory_ids: Sequence[str], *, change: ChangeSource | None = None) -> int:

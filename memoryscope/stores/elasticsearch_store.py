@@ -220,7 +220,7 @@ class ElasticsearchMemoryStore(MemoryStore):
         `MemoryStore.upsert` and `_es_writes.upsert`."""
         return writes.upsert(self, self._index, nodes, vectors, requires, change)
 
-    def update(self, memory_id: str, **changes: Any) -> MemoryNode:
+    def update(self, memory_id: str, *, change: ChangeSource | None = None, **changes: Any) -> MemoryNode:
         """Change fields of one node; `updated_at` becomes now unless given.
 
         Only the changed fields are sent (the `update` API with `doc`), guarded by the version
@@ -228,7 +228,7 @@ class ElasticsearchMemoryStore(MemoryStore):
         `meta` rewrites the whole document instead: `update` merges objects key by key and could
         not drop a key.
         """
-        return writes.update(self, self._index, memory_id, changes)
+        return writes.update(self, self._index, memory_id, changes, change)
 
     def delete(self, memory_ids: Sequence[str], *, change: ChangeSource | None = None) -> int:
         return writes.delete(self, self._index, memory_ids, change)

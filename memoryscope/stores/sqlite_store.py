@@ -324,7 +324,7 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
     def _unit_rows(self, vectors: Any, count: int, what: str) -> np.ndarray:
         return unit_rows(vectors, count, self.dimension, self.embedding_model.model_name, what)
 
-    def update(self, memory_id: str, **changes: Any) -> MemoryNode:
+    def update(self, memory_id: str, *, change: ChangeSource | None = None, **changes: Any) -> MemoryNode:
         self._require_current_model("update")
         unknown = sorted(set(changes) - UPDATABLE_FIELDS)
         if unknown:
@@ -347,7 +347,7 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
             if new.content != old.content:
                 new_vectors = {0: self._passage_vectors([embedding_text(new)])[0]}
             self._write_rows(connection, [new], [node_to_row(new)], [keyword_text(new)], new_vectors)
-            history.record(connection, changes_of_write({memory_id: old}, [new], None))
+            history.record(connection, changes_of_write({memory_id: old}, [new], change))
         self._wrote([new.user_name])
         return new
 

@@ -85,10 +85,12 @@ def export_memories(
     *,
     include_vectors: bool = False,
     user_name: str | None = None,
+    workspace: str | None = None,
     batch_size: int = 500,
     progress: Progress | None = None,
 ) -> int:
-    """Write every memory of `store` (or of `user_name`) to `out`; returns how many.
+    """Write every memory of `store` (or of `user_name`, and of its `workspace` when given) and
+    their history to `out`; returns how many memories.
 
     A path is written to `<name>.part` beside it and renamed when complete, so an interrupted
     export never leaves a file that looks whole. A text stream is written as is.
@@ -104,6 +106,7 @@ def export_memories(
         "dimension": dimension,
         "vectors": include_vectors,
         "user_name": user_name,
+        "workspace": workspace,  # None: every workspace
         "exported_at": utc_now().isoformat(),
     }
     count = 0
@@ -111,6 +114,8 @@ def export_memories(
         progress.start("export", total)
         stream.write(json.dumps(header, ensure_ascii=False) + "\n")
         for batch in store.iter_all(batch_size, user_name=user_name):
+            if workspace is not None:
+                batch = [node for node in batch if node.workspace == workspace]
             vectors = store.get_vectors([node.memory_id for node in batch]) if include_vectors else {}
             lines = []
             for node in batch:
@@ -122,15 +127,17 @@ def export_memories(
             stream.write("".join(lines))
             count += len(batch)
             progress.advance(len(batch))
-        changes = _write_history(store, stream, user_name)
+        changes = _write_history(store, stream, user_name, workspace)
         stream.write(json.dumps({"format": FORMAT, "end": True, "count": count, "changes": changes}) + "\n")
         progress.finish()
     return count
 
 
-def _write_history(store: MemoryStore, stream: TextIO, user_name: str | None) -> int:
+def _write_history(store: MemoryStore, stream: TextIO, user_name: str | None, workspace: str | None = None) -> int:
     """The history of `user_name` (of everyone, users whose memories are all deleted too), as `change` lines."""
     changes = store.history(user_name=user_name, limit=_ALL_CHANGES)
+    if workspace is not None:
+        changes = [change for change in changes if change.workspace == workspace]
     stream.write("".join(json.dumps({"change": change.to_dict()}, ensure_ascii=False) + "\n" for change in changes))
     return len(changes)
 

@@ -176,8 +176,9 @@ def test_operation_status_export_and_health(serve: ServeFactory, fake_openai: Fa
         assert status["user"] == "ann" and status["running"] == [] and "scheduler" in status
 
         lines = list(client.export("ann"))
-        header, *memories, end = lines
-        assert header["format"] and header["user_name"] == "ann"
+        header, *rest, end = lines
+        memories = [line for line in rest if "change" not in line]  # then the history, as `change` lines
+        assert header["format"] and header["user_name"] == "ann" and len(rest) == len(memories) + end["changes"]
         assert {memory["memory_id"] for memory in memories} == {memory.id for memory in added}
         assert end["end"] is True and end["count"] == 2
         error = raised(list, client.export("nobody"))
@@ -304,7 +305,7 @@ def test_async_client_main_verbs(serve: ServeFactory, fake_openai: FakeOpenAISer
             stream = await client.chat("what do I drink now?", "ann", stream=True)
             assert "".join([delta async for delta in stream]) == TEA_REPLY and tea.id in stream.memory_ids
             lines = [line async for line in client.export("ann")]
-            assert lines[-1]["end"] is True and lines[-1]["count"] == len(lines) - 2
+            assert lines[-1]["end"] is True and lines[-1]["count"] + lines[-1]["changes"] == len(lines) - 2
             assert (await client.run_operation("retrieve_memory", "ann", query="tea"))["memories"]
             assert (await client.status("ann"))["user"] == "ann"
             assert await client.delete(tea.id) is True and await client.get(tea.id) is None

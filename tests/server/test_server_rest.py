@@ -274,7 +274,7 @@ def test_delete_all_deletes_every_memory_of_the_user_only(api: Api, user: str) -
     other = f"{user}-other"
     api.add(other, "likes cocoa")
     response = api.request("DELETE", f"/v1/users/{user}/memories")
-    assert response.status_code == 200 and response.json() == {"deleted": 2}
+    assert response.status_code == 200 and response.json()["deleted"] == 2 and response.json()["run_id"]
     assert api.listed(user) == []
     assert api.listed(other) == ["likes cocoa"]
     assert_error(api.request("DELETE", f"/v1/users/{user}/memories"), 404, "unknown_user")
@@ -308,7 +308,8 @@ def test_get_patch_delete_one_memory_and_its_history(api: Api, user: str) -> Non
     assert all(change["memory_id"] == added["id"] for change in changes)
 
     deleted = api.request("DELETE", memory)
-    assert deleted.status_code == 200 and deleted.json() == {"deleted": True, "id": added["id"]}
+    assert deleted.status_code == 200 and deleted.json() == {"deleted": True, "id": added["id"], "run_id": deleted.json()["run_id"]}
+    assert api.get(f"{memory}/history").json()["changes"][-1]["run_id"] == deleted.json()["run_id"]
     assert_error(api.get(memory), 404, "unknown_memory")
     assert api.listed(user) == []
 
@@ -424,7 +425,9 @@ def test_export_streams_json_lines_that_import_reads_back(
     assert response.headers["content-disposition"] == f'attachment; filename="memories-{user}.jsonl"'
     text = b"".join(response.iter_content(chunk_size=None)).decode("utf-8")
     lines = [json.loads(line) for line in text.splitlines()]
-    header, *memories, end = lines
+    header, *rest, end = lines
+    memories = [line for line in rest if "change" not in line]
+    changes = [line["change"] for line in rest if "change" in line]
     assert (header["format"], header["user_name"], header["workspace"], header["vectors"]) == (
         "memoryscope.memories", user, "", False
     )  # fmt: skip
@@ -432,7 +435,9 @@ def test_export_streams_json_lines_that_import_reads_back(
         "plays the cello": "valid",
         "grows tomatoes": "expired",
     }
-    assert end == {"format": "memoryscope.memories", "end": True, "count": 2, "changes": 0}
+    # the history comes along (the other workspace's stays out): two adds and one expiry
+    assert end == {"format": "memoryscope.memories", "end": True, "count": 2, "changes": 3}
+    assert [change["action"] for change in changes] == ["created", "created", "expired"]
 
     clean_environment(monkeypatch)
     with MemoryScope("default", overrides={"memory_store.path": str(tmp_path / "fresh.db")}) as fresh:
@@ -459,7 +464,7 @@ def test_workspace_and_target_keep_memories_apart(api: Api, user: str) -> None:
     assert_error(api.get(f"/v1/users/{user}/memories", params={"workspace": "home"}), 404, "unknown_user")
 
     deleted = api.request("DELETE", f"/v1/users/{user}/memories", params={"workspace": "work"})
-    assert deleted.json() == {"deleted": 1}
+    assert deleted.json()["deleted"] == 1
     assert api.listed(user) == ["own fact about tea"] and api.listed(user, target="kai") == ["fact about Kai and tea"]
 
 

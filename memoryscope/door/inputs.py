@@ -1,0 +1,139 @@
+"""The verbs' inputs read once, for every face: messages, metadata, memory types, time ranges,
+and times without a zone (read in the config's zone)."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from datetime import datetime, tzinfo
+from typing import Any
+
+from memoryscope.context import Message
+from memoryscope.errors import InvalidInputError
+from memoryscope.memory import MemoryType, is_own_meta_key
+from memoryscope.stores.base import TimeRange
+
+__all__ = ["MessagesIn", "aware", "parse_time", "messages_of", "checked_metadata", "memory_types", "time_range"]
+
+MessagesIn = str | Message | Mapping[str, Any] | Sequence[str | Message | Mapping[str, Any]]
+
+
+def aware(moment: datetime | None, zone: tzinfo) -> datetime | None:
+    """A time given without a zone is read in `zone` (the config's): the one rule for every face."""
+    if moment is None or moment.tzinfo is not None:
+        return moment
+    return moment.replace(tzinfo=zone)
+
+
+def parse_time(name: str, value: str | datetime | None, zone: tzinfo) -> datetime | None:
+    """An ISO 8601 time from a face's text input (a flag, a tool argument); naive: the config's zone."""
+    if value is None or isinstance(value, datetime):
+        return aware(value, zone)
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{name} must be an ISO 8601 time, got {type(value).__name__}")
+    if not value.strip():
+        return None
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise InvalidInputError(
+            f"{name} {value!r} is not an ISO 8601 time; write e.g. 2024-10-26, 2024-10-26T21:26:20 or 2024-10-26T21:26:20+08:00"
+        ) from None
+    return aware(moment, zone)
+
+
+def messages_of(given: MessagesIn, default_time: datetime, metadata: dict[str, Any]) -> list[Message]:
+    items: Sequence[Any] = [given] if isinstance(given, str | Message | Mapping) else given
+    if isinstance(items, str | bytes) or not isinstance(items, Sequence):
+        raise InvalidInputError(f"add takes a text, a message or a list of them, got {type(given).__name__}")
+    messages = [_message(item, index, default_time, metadata) for index, item in enumerate(items)]
+    if not any(message.content.strip() for message in messages):
+        raise InvalidInputError("add: nothing to remember (every text is empty)")
+    return messages
+
+
+def _message(item: Any, index: int, default_time: datetime, metadata: dict[str, Any]) -> Message:
+    where = f"add: message {index}"
+    if isinstance(item, Message):
+        merged = {**metadata, **item.metadata}
+        return Message(item.role, item.content, item.time, item.name, item.message_id, merged) if merged else item
+    if isinstance(item, str):
+        return Message("user", item.strip(), default_time, metadata=metadata)
+    if not isinstance(item, Mapping):
+        raise InvalidInputError(f"{where}: expected a text or {{'role': ..., 'content': ...}}, got {type(item).__name__}")
+    unknown = sorted(str(key) for key in set(item) - {"role", "content", "time", "name"})
+    if unknown:
+        raise InvalidInputError(f"{where}: unknown keys {unknown}; a message has role, content, time and name")
+    content, role = item.get("content"), item.get("role", "user")
+    if not isinstance(content, str):
+        raise InvalidInputError(f"{where}: 'content' must be a text, got {content!r}")
+    if role not in ("user", "assistant"):
+        raise InvalidInputError(f"{where}: 'role' must be 'user' or 'assistant', got {role!r}")
+    moment = parse_time(f"{where}: 'time'", item.get("time"), default_time.tzinfo or default_time.astimezone().tzinfo)  # type: ignore[arg-type]  # a default time always has a zone
+    return Message(role, content.strip(), moment or default_time, str(item.get("name") or ""), metadata=metadata)
+
+
+def checked_metadata(metadata: Mapping[str, Any] | None, allow_none: bool = False) -> dict[str, Any]:
+    """`metadata` as JSON-ready meta entries (datetimes as ISO texts); a bad one names its key."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise InvalidInputError(f"metadata must be a mapping of key to value, got {type(metadata).__name__}")
+    checked: dict[str, Any] = {}
+    for key, value in metadata.items():
+        if not isinstance(key, str) or not key:
+            raise InvalidInputError(f"metadata keys must be non-empty texts, got {key!r}")
+        if key == "pinned":
+            raise InvalidInputError("metadata key 'pinned' is MemoryScope's own: pin and unpin a memory with the pin verb")
+        if is_own_meta_key(key):
+            raise InvalidInputError(f"metadata key {key!r} is MemoryScope's own; use another name")
+        if value is None and not allow_none:
+            raise InvalidInputError(f"metadata {key!r} is None; leave the key out instead")
+        if isinstance(value, datetime):
+            if value.tzinfo is None:
+                raise InvalidInputError(f"metadata {key!r}: give a timezone-aware datetime, got naive {value!r}")
+            value = value.isoformat()
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError):
+            raise InvalidInputError(
+                f"metadata {key!r}: {type(value).__name__} cannot be stored; use texts, finite numbers, booleans, lists or dicts"
+            ) from None
+        if isinstance(value, float) and not math.isfinite(value):  # pragma: no cover - json.dumps refuses them above
+            raise InvalidInputError(f"metadata {key!r}: {value} is not a finite number")
+        checked[key] = value
+    return checked
+
+
+def memory_types(types: Sequence[MemoryType | str] | MemoryType | str | None) -> tuple[MemoryType, ...] | None:
+    if types is None:
+        return None
+    if isinstance(types, str | MemoryType):
+        types = [types]
+    known = ", ".join(member.value for member in MemoryType)
+    chosen = []
+    for index, name in enumerate(types):
+        try:
+            chosen.append(MemoryType(name))
+        except ValueError:
+            raise InvalidInputError(f"types.{index}: unknown memory type {name!r}; use one of {known}") from None
+    return tuple(dict.fromkeys(chosen))
+
+
+def time_range(given: TimeRange | tuple[datetime | None, datetime | None] | None, zone: tzinfo) -> TimeRange | None:
+    """A `TimeRange` on when memories were said, from `(start, end)` (either may be None; naive: `zone`)."""
+    if given is None or isinstance(given, TimeRange):
+        return given
+    if not isinstance(given, tuple | list) or len(given) != 2:
+        raise InvalidInputError(f"time_range must be a TimeRange or (start, end), got {given!r}")
+    start, end = (aware(moment, zone) if isinstance(moment, datetime) else moment for moment in given)
+    for name, moment in (("start", start), ("end", end)):
+        if moment is not None and not isinstance(moment, datetime):
+            raise InvalidInputError(f"time_range {name} must be a datetime or None, got {moment!r}")
+    if start is not None and end is not None and start > end:
+        message = f"the time range starts ({start.isoformat()}) after it ends ({end.isoformat()}); swap them"
+        raise InvalidInputError(message, code="invalid_time_range")
+    if start is None and end is None:
+        return None
+    return TimeRange(field="message_time", start=start, end=end)
