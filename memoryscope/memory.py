@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 __all__ = [
     "MemoryNode",
@@ -41,6 +41,14 @@ class MemoryType(str, Enum):
     MEMORYOS_SEGMENT = "memoryos_segment"  # a mid-term topic: content its summary; meta: keywords, heat inputs
     MEMORYOS_PROFILE = "memoryos_profile"  # the one evolving user profile per user, target and workspace
     MEMORYOS_KNOWLEDGE = "memoryos_knowledge"  # a long-term fact: `key` "user" or "assistant"; meta: last used
+
+
+# Every memory type's name: what listings and schemas offer (REST, MCP), one place.
+MEMORY_TYPE_NAMES: tuple[str, ...] = tuple(member.value for member in MemoryType)
+if TYPE_CHECKING:
+    MemoryTypeName = str
+else:
+    MemoryTypeName = Literal[MEMORY_TYPE_NAMES]  # a schema's enum of MEMORY_TYPE_NAMES
 
 
 class MemoryStatus(str, Enum):

@@ -132,7 +132,7 @@ def time_range(given: TimeRange | tuple[datetime | None, datetime | None] | None
         if moment is not None and not isinstance(moment, datetime):
             raise InvalidInputError(f"time_range {name} must be a datetime or None, got {moment!r}")
     if start is not None and end is not None and start > end:
-        message = f"the time range starts ({start.isoformat()}) after it ends ({end.isoformat()}); swap them"
+        message = f"the start (since, {start.isoformat()}) is after until, the end ({end.isoformat()}); swap them"
         raise InvalidInputError(message, code="invalid_time_range")
     if start is None and end is None:
         return None

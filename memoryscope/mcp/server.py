@@ -14,7 +14,7 @@ tool error with a readable message; the server keeps serving.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -22,8 +22,10 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from memoryscope import __version__
+from memoryscope.door import Door, failure_of
 from memoryscope.errors import MemoryScopeError
-from memoryscope.mcp.tools import MemoryTools
+from memoryscope.mcp.tools import McpToolHandlers
+from memoryscope.memory import MemoryTypeName
 
 if TYPE_CHECKING:
     from memoryscope.app import MemoryScope
@@ -33,7 +35,6 @@ __all__ = ["build_mcp", "fixed_user", "UserResolver"]
 UserResolver = Callable[[Context], str]
 """Whose memories a tool call reaches, from the call's context; raises `MemoryScopeError` to refuse it."""
 
-MemoryTypeName = Literal["conversation", "observation", "obs_customized", "insight"]
 
 INSTRUCTIONS = (
     "Long-term memory of the user you are talking with. Call add_memory after each exchange worth keeping, "
@@ -50,9 +51,10 @@ def fixed_user(user: str) -> UserResolver:
     return lambda context: user
 
 
-def build_mcp(scope: MemoryScope, user_resolver: UserResolver, workspace: str = "") -> MCPServer:
-    """The MCP server over `scope`'s default memory service; each call's user from `user_resolver`."""
-    tools = MemoryTools(scope, workspace)
+def build_mcp(scope: MemoryScope, user_resolver: UserResolver, workspace: str = "", door: Door | None = None) -> MCPServer:
+    """The MCP server over `scope`'s verbs (or `door`: a server's, with its limits); each call's
+    user from `user_resolver`."""
+    tools = McpToolHandlers(door or scope.door, workspace)
     # the SDK calls logging.basicConfig(level=log_level); WARNING is Python's own default, so nothing changes for the host
     server: MCPServer = MCPServer("memoryscope", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
 
@@ -60,7 +62,8 @@ def build_mcp(scope: MemoryScope, user_resolver: UserResolver, workspace: str = 
         try:
             return action(user_resolver(context), *args)
         except MemoryScopeError as error:
-            raise ToolError(str(error)) from None
+            # the kind from the door's one table of failures, then what to do about it
+            raise ToolError(f"{failure_of(error).kind}: {error}") from None
 
     @server.tool(
         structured_output=False,

@@ -40,7 +40,7 @@ def mount_mcp(app: FastAPI, state: ServerState) -> MCPServer:
     mounted = getattr(app.state, "memoryscope_mcp", None)
     if isinstance(mounted, MCPServer):
         return mounted
-    server = build_mcp(state.scope, request_user)
+    server = build_mcp(state.scope, request_user, door=state.door)
     # builds the session manager; the Starlette app it returns is not used: the route below serves it, behind the keys
     server.streamable_http_app(streamable_http_path=MCP_PATH, host=state.settings.host)
     manager = server.session_manager
@@ -83,12 +83,5 @@ class _KeyScoped:
 
 def _user_of(request: Request) -> str:
     who = caller(request)  # 401 / 429 as for every endpoint
-    user = request.headers.get(USER_HEADER, "").strip() or who.sole_user()
-    if user is None and who.key is None:
-        user = str(request.app.state.memoryscope.service.params.human_name)
-    if user is None:
-        raise ApiError(
-            400, "user_required", f"the API key {who.name!r} reaches several users: name one in the X-MemoryScope-User header"
-        )
-    who.require(user)
-    return user
+    state = request.app.state.memoryscope
+    return who.for_user(state, request.headers.get(USER_HEADER), default_user=True).user_id

@@ -17,6 +17,7 @@ from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import JSONResponse
 
 from memoryscope.door import Caller, MemoryRecord
+from memoryscope.memory import MemoryType
 from memoryscope.server.errors import ApiError
 from memoryscope.server.schemas import AddMemories, SearchBody, StoreMessages, UpdateMemory
 from memoryscope.server.state import CallerDep, ServerState, state_of
@@ -96,7 +97,7 @@ def search(
 @router.get("/users/{user}/memories", summary="List a user's memories")
 def list_memories(
     user: UserPath, request: Request, who: CallerDep, workspace: Workspace = "", target: Target = "",
-    type: Annotated[list[str] | None, Query(description="Only these types (repeatable).")] = None,
+    type: Annotated[list[MemoryType] | None, Query(description="Only these types (repeatable).")] = None,
     limit: Annotated[int | None, Query(ge=0, le=100_000)] = None, include_expired: bool = False,
     filters: Annotated[str | None, Query(description='On metadata, as JSON: {"source": "crm", "rating": {"gte": 3}}.')] = None,
 ) -> dict[str, Any]:  # fmt: skip

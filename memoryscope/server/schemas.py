@@ -8,6 +8,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from memoryscope.memory import MemoryTypeName
+
 __all__ = ["MessageIn", "StoreMessages", "SearchBody", "AddMemories", "UpdateMemory", "OperationBody"]
 
 _STRICT = ConfigDict(extra="forbid")
@@ -21,7 +23,6 @@ def _plausible(moment: datetime) -> datetime:
 
 
 Time = Annotated[datetime, AfterValidator(_plausible)]
-MemoryTypeName = str  # any registered memory type: the door checks the name and lists the known ones
 
 
 class MessageIn(BaseModel):

@@ -77,7 +77,7 @@ def test_the_user_header_is_checked_against_the_keys_scope(live: LiveServer) -> 
     outside = requests.post(url, json=INITIALIZE, headers={**MCP_HEADERS, "X-API-Key": "ann-key", "X-MemoryScope-User": "bob"})
     assert outside.status_code == 403 and outside.json()["error"]["code"] == "forbidden"
     several = requests.post(url, json=INITIALIZE, headers={**MCP_HEADERS, "X-API-Key": "team-key"})
-    assert several.status_code == 400 and "X-MemoryScope-User" in several.json()["error"]["message"]
+    assert several.status_code == 422 and "X-MemoryScope-User" in several.json()["error"]["message"]
 
     async def body(client: Client) -> None:
         await client.call_tool("add_memory", {"user_input": "I like jazz"})

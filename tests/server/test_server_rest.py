@@ -308,7 +308,8 @@ def test_get_patch_delete_one_memory_and_its_history(api: Api, user: str) -> Non
     assert all(change["memory_id"] == added["id"] for change in changes)
 
     deleted = api.request("DELETE", memory)
-    assert deleted.status_code == 200 and deleted.json() == {"deleted": True, "id": added["id"], "run_id": deleted.json()["run_id"]}
+    run_id = deleted.json()["run_id"]
+    assert deleted.status_code == 200 and deleted.json() == {"deleted": True, "id": added["id"], "run_id": run_id}
     assert api.get(f"{memory}/history").json()["changes"][-1]["run_id"] == deleted.json()["run_id"]
     assert_error(api.get(memory), 404, "unknown_memory")
     assert api.listed(user) == []
