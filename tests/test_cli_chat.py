@@ -16,9 +16,9 @@ from typing import Any, ClassVar
 
 import pytest
 
+from memoryscope.chat.repl import ChatRepl, run_chat
 from memoryscope.chat.streaming import astream_reply, interrupt, stream_reply
 from memoryscope.cli import main
-from memoryscope.cli_chat import ChatRepl, run_chat
 from memoryscope.context import MemoryContext
 from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.testing.fake_openai import FakeOpenAIServer

@@ -54,7 +54,8 @@ def test_add_then_search_get_update_delete(store: str, capsys: pytest.CaptureFix
     assert "no memory has the id" in capsys.readouterr().err
     assert main(["history", added["id"], "--store", store]) == 0
     assert [line.split()[1] for line in capsys.readouterr().out.splitlines()] == ["created", "updated", "deleted"]
-    assert main(["delete", "--all", *base]) == 0
+    assert main(["delete", "--all", *base]) == 2  # every memory of a user: only with --yes
+    assert main(["delete", "--all", "--yes", *base]) == 0
     assert "deleted all 1 memories of lin" in capsys.readouterr().out
 
 

@@ -75,7 +75,7 @@ def test_json_of_one_worker_gives_choices_and_required_keys(capsys: pytest.Captu
     method = json.loads(capsys.readouterr().out)["params"][0]
     assert (method["name"], method["type"], method["required"], method["default"]) == (
         "method",
-        '"add" | "delete" | "delete_all"',
+        '"add" | "delete" | "delete_all" | "update" | "pin" | "unpin"',
         True,
         None,
     )

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
+from memoryscope.cli.transfer import add_transfer_commands
 from memoryscope.memory import MemoryNode
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 from memoryscope.testing.store_contract import unit_vectors
-from memoryscope.transfer.commands import add_transfer_commands
 from memoryscope.transfer.stores import open_store
 
 LOCAL = {"class": "llama_index_embedding_model", "module_name": "local_embedding"}

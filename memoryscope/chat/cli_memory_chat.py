@@ -7,7 +7,7 @@ from pydantic import Field
 
 from memoryscope.chat.api_memory_chat import ApiMemoryChat
 from memoryscope.chat.base import CHATS
-from memoryscope.cli_chat import run_session
+from memoryscope.chat.repl import run_session
 
 __all__ = ["CliMemoryChat"]
 

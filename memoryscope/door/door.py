@@ -269,6 +269,8 @@ class Door:
         """Run a configured operation by name (consolidate, reflect, MemoryOS update, ...), with
         the limits every verb keeps; memory ids must be the caller's."""
         caller.require(WRITE, operation)
+        if operation == "delete_all" and not caller.named:
+            raise InvalidInputError("delete_all deletes every memory of one user: name the user (user_id=, --user)")
         if operation not in self.service.operations:
             known = ", ".join(self.service.operations)
             message = f"no operation {operation!r} in memory_service.{self.service.name}; known: {known}"
@@ -382,6 +384,19 @@ class Door:
             raise MemoryNotFoundError(memory_id)
         return changes
 
+    def changes(self, caller: Caller, *, run_id: str | None = None, limit: int = 1000) -> list[MemoryChange]:
+        """The changes one run made (every one the caller's to see), or else every change to the
+        caller's user's memories; oldest first."""
+        caller.require(READ, "history")
+        store = self._require_store()
+        if run_id:
+            changes = store.history(run_id=run_id, limit=limit)
+            if not changes or not all(self._reaches(caller, change.user_name, change.workspace) for change in changes):
+                raise NotFoundError(f"no run {run_id!r} changed memories this caller reaches", code="unknown_run")
+            return changes
+        changes = store.history(user_name=caller.user_id, limit=limit)
+        return [change for change in changes if caller.workspace is None or change.workspace == caller.workspace]
+
     def user_exists(self, caller: Caller) -> bool:
         """Whether the caller's user has any memory (of any status) in its workspace and target."""
         return self._require_store().count(caller.memory_filter(status=None)) > 0
@@ -418,6 +433,7 @@ class Door:
             user_id=caller.user_id,
             workspace=who.workspace,
             target=who.target_name,
+            label=who.label,
             pending_messages=_jsonable(asdict(message_backlog(store, who))),
             unreflected_observations=count_pending(store, "observations", who),
             stored_runs=tuple(list(newest.values())[:_SHOWN_RUNS]),

@@ -136,6 +136,7 @@ class Status:
     user_id: str
     workspace: str
     target: str
+    label: str  # how status and logs name the user: `ann`, `ann [target bob, workspace work]`
     pending_messages: dict[str, Any]  # ready, backing_off, parked, next_retry, last_error, ...
     unreflected_observations: int
     stored_runs: tuple[MemoryChange, ...]  # the newest change of each run that wrote for the user, newest first

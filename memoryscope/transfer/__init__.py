@@ -9,7 +9,7 @@
 
 Each function takes a `memoryscope.progress.Progress` (silent by default; `StderrProgress`
 prints to stderr). The `memoryscope export|import|migrate|reembed` commands come from
-`memoryscope.transfer.commands.add_transfer_commands`. The file format is described in
+`memoryscope.cli.transfer.add_transfer_commands`. The file format is described in
 `memoryscope.transfer.jsonl`.
 """
 
@@ -27,7 +27,6 @@ __all__ = [
     "reembed",
     "MigrationReport",
     "ImportFileError",
-    "add_transfer_commands",
 ]
 
 _HOMES = {
@@ -39,12 +38,11 @@ _HOMES = {
     "migrate_stores": "memoryscope.transfer.stores",
     "reembed": "memoryscope.transfer.stores",
     "MigrationReport": "memoryscope.transfer.stores",
-    "add_transfer_commands": "memoryscope.transfer.commands",
 }
 
 
 def __getattr__(name: str) -> Any:
-    # imported on first use: the command-line parser needs `add_transfer_commands` without numpy and the stores
+    # imported on first use: importing the package costs nothing until a name is used
     if name not in _HOMES:
         raise AttributeError(f"module 'memoryscope.transfer' has no attribute {name!r}")
     return getattr(importlib.import_module(_HOMES[name]), name)

@@ -12,7 +12,7 @@ import pytest
 from agent_stage import NO_SCHEDULER, call, say, step
 
 from memoryscope.app import MemoryScope
-from memoryscope.cli_agent import run_agent
+from memoryscope.cli.agent import run_agent
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 from memoryscope.tools import TOOL_NAMES, memory_tools
 

@@ -14,8 +14,8 @@ import pytest
 
 from memoryscope.app import MemoryScope
 from memoryscope.chat.api_memory_chat import ApiMemoryChat
+from memoryscope.chat.repl import ChatRepl
 from memoryscope.cli import main
-from memoryscope.cli_chat import ChatRepl
 from memoryscope.compat.flags import is_flag_form, parse_flags
 from memoryscope.errors import MemoryScopeError
 from memoryscope.stores.base import MemoryFilter

@@ -5,24 +5,29 @@
     memoryscope undo RUN_ID                     # revert one consolidation or reflection run
     memoryscope pin 6f1c...                     # consolidation and reflection never expire or change it
 
-Each handler returns the exit code: 0 done, 1 when `undo` refused some memories, 2 on a
-MemoryScope error (printed by `memoryscope.cli.main`).
+A face over `memoryscope.door`: `--user` narrows a memory id or a run to that user's (without
+it, any user's). Each handler returns the exit code: 0 done, 1 when `undo` refused some memories
+or something named by id does not exist; the other failures as the door's table says (printed by
+`memoryscope.cli.main`). Undoing a run twice does nothing the second time, and says so.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
-from memoryscope.errors import MemoryScopeError
-from memoryscope.history import MemoryChange, undo_run
+from memoryscope.door import Door
+from memoryscope.door.failures import EXIT_OK
+from memoryscope.errors import InvalidInputError
+from memoryscope.history import MemoryChange
 from memoryscope.text import terminal_safe
 
-if TYPE_CHECKING:
-    from memoryscope.stores.base import MemoryStore
-
 __all__ = ["add_history_commands"]
+
+EXIT_REFUSED = 1  # undo refused some memories (a later change built on them)
 
 
 def add_history_commands(subparsers: Any) -> None:
@@ -32,7 +37,7 @@ def add_history_commands(subparsers: Any) -> None:
     history.add_argument("--run", default=None, help="every change one run made")
     history.add_argument("--limit", type=int, default=1000, help="at most this many changes (default: 1000)")
     history.add_argument("--json", action="store_true", help="one JSON object per change")
-    _store_options(history)
+    _store_options(history, user=False)
     history.set_defaults(handler=_history)
 
     undo = subparsers.add_parser("undo", help="revert what one run (a consolidation, a reflection) changed")
@@ -49,47 +54,55 @@ def add_history_commands(subparsers: Any) -> None:
         command.set_defaults(handler=_pin, pinned=pinned)
 
 
-def _store_options(command: argparse.ArgumentParser) -> None:
+def _store_options(command: argparse.ArgumentParser, *, user: bool = True) -> None:
     command.add_argument("--config", default="default", help="config name or YAML path (default: default)")
     command.add_argument("--store", default=None, help="SQLite file to use instead of the config's")
+    if user:
+        command.add_argument("--user", default=None, help="only a memory or run of this user (default: any user's)")
 
 
-def _open(args: argparse.Namespace) -> MemoryStore:
-    from memoryscope.transfer.stores import open_store
+@contextmanager
+def _door(args: argparse.Namespace) -> Iterator[Door]:
+    from memoryscope.app import MemoryScope
 
-    return open_store(args.config, overrides={"memory_store.path": args.store} if args.store else None)
+    overrides = {"memory_store.path": args.store} if args.store else None
+    with MemoryScope(args.config, overrides=overrides) as scope:
+        yield scope.door
 
 
 def _history(args: argparse.Namespace) -> int:
     if args.memory_id is None and args.user is None and args.run is None:
-        raise MemoryScopeError("say whose history: a memory id, --user NAME or --run RUN_ID")
-    with _open(args) as store:
-        changes = store.history(memory_id=args.memory_id, user_name=args.user, run_id=args.run, limit=args.limit)
+        raise InvalidInputError("say whose history: a memory id, --user NAME or --run RUN_ID")
+    with _door(args) as door:
+        if args.memory_id is not None:
+            changes = door.history(door.caller(args.user, workspace=None), args.memory_id)[: args.limit]
+        else:
+            changes = door.changes(door.caller(args.user, workspace=None), run_id=args.run, limit=args.limit)
     for change in changes:
         print(terminal_safe(json.dumps(change.to_dict(), ensure_ascii=False) if args.json else _line(change)))
     if not changes and not args.json:
         print("no changes recorded")
-    return 0
+    return EXIT_OK
 
 
 def _undo(args: argparse.Namespace) -> int:
-    with _open(args) as store:
-        plan, undo_id = undo_run(store, args.run_id)
-    print(f"undo of run {args.run_id} (recorded as run {undo_id}): {len(plan.restore)} restored, {len(plan.delete)} deleted")
-    for memory_id, reason in plan.refused.items():
+    with _door(args) as door:
+        outcome = door.undo(door.caller(args.user, workspace=None), args.run_id)
+    if outcome.already_undone:
+        print(f"run {args.run_id} was undone already (as run {outcome.undo_run_id}): nothing more to do")
+        return EXIT_OK
+    restored, deleted = len(outcome.restored), len(outcome.deleted)
+    print(f"undo of run {args.run_id} (recorded as run {outcome.undo_run_id}): {restored} restored, {deleted} deleted")
+    for memory_id, reason in outcome.refused.items():
         print(f"  refused {memory_id}: {reason}")
-    return 1 if plan.refused else 0
+    return EXIT_REFUSED if outcome.refused else EXIT_OK
 
 
 def _pin(args: argparse.Namespace) -> int:
-    with _open(args) as store:
-        found = store.get([args.memory_id])
-        if not found:
-            raise MemoryScopeError(f"no memory {args.memory_id!r} (list_memory shows ids)")
-        meta = {key: value for key, value in found[0].meta.items() if key != "pinned"}
-        store.update(args.memory_id, meta={**meta, "pinned": True} if args.pinned else meta)
+    with _door(args) as door:
+        door.pin(door.caller(args.user, workspace=None), args.memory_id, pinned=args.pinned)
     print(f"{'pinned' if args.pinned else 'unpinned'} {args.memory_id}")
-    return 0
+    return EXIT_OK
 
 
 def _line(change: MemoryChange) -> str:

@@ -6,12 +6,15 @@
     memoryscope search "tea" --user lin --filters '{"rating": {"gte": 3}}' --type obs_customized
     memoryscope get ID [--json]
     memoryscope update ID --text "prefers green tea" --meta rating=5
-    memoryscope delete ID [ID ...]          # or: memoryscope delete --all --user lin
-    memoryscope history ID                  # (memoryscope.cli_history)
+    memoryscope delete ID [ID ...]          # or: memoryscope delete --all --user lin --yes
+    memoryscope history ID                  # (memoryscope.cli.history)
 
 `--meta KEY=VALUE` and `--filter KEY=VALUE` read VALUE as JSON when it is JSON (`4`, `true`,
 `["a", "b"]`), else as text. `--json` prints one JSON object per memory and nothing else on
-stdout. Exit codes: 0 done, 1 when a memory asked for by id does not exist, 2 on misuse.
+stdout. A face over `memoryscope.door`: `--user` names whose memories (by id, without it: any
+user's); a time without a zone is in the config's. Exit codes, as every command's (the door's
+table of failures): 0 done, 1 when something asked for by id does not exist (for that user), 2 on
+misuse, 3 when the store or a model failed.
 """
 
 from __future__ import annotations
@@ -21,15 +24,15 @@ import json
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from memoryscope.errors import MemoryScopeError
+from memoryscope.door import MemoryNotFoundError, MemoryRecord, parse_time
+from memoryscope.door.failures import EXIT_NOT_FOUND, EXIT_OK
+from memoryscope.errors import InvalidInputError
 from memoryscope.text import terminal_safe
 
 if TYPE_CHECKING:
     from memoryscope.app import MemoryScope
-    from memoryscope.memory_api import MemoryRecord
 
 __all__ = ["add_memory_commands"]
 
@@ -63,7 +66,8 @@ def add_memory_commands(subparsers: Any) -> None:
 
     delete = _command(subparsers, "delete", "delete memories by id, or all of a user's with --all")
     delete.add_argument("ids", nargs="*", metavar="ID", help="memory ids")
-    delete.add_argument("--all", action="store_true", help="every memory of --user")
+    delete.add_argument("--all", action="store_true", help="every memory of --user (which must be given, with --yes)")
+    delete.add_argument("-y", "--yes", action="store_true", help="with --all: yes, delete them all")
     delete.set_defaults(handler=_delete)
 
 
@@ -74,38 +78,44 @@ def _add(args: argparse.Namespace) -> int:
     messages = [{"role": args.role, "content": text} for text in args.text]
     if args.time:
         for message in messages:
-            message["time"] = args.time
+            message["time"] = args.time  # without a zone: the config's (the door reads it)
     with _scope(args) as scope:
-        added = scope.add(messages, args.user, metadata=_pairs(args.meta, "--meta"), infer=args.infer)
+        door = scope.door
+        added = door.add(door.caller(args.user), messages, metadata=_pairs(args.meta, "--meta"), infer=args.infer)
         _show(added, args.json)
         if not added and not args.json:
             print("already remembered: nothing new stored")
-    return 0
+    return EXIT_OK
 
 
 def _search(args: argparse.Namespace) -> int:
-    time_range = (_time(args.since, "--since"), _time(args.until, "--until")) if args.since or args.until else None
     with _scope(args) as scope:
-        found = scope.search(
-            args.query, args.user, top_k=args.top_k, filters=_filters(args), types=args.types, time_range=time_range
-        )
+        door = scope.door
+        zone = scope.config.settings.tzinfo
+        since, until = parse_time("--since", args.since, zone), parse_time("--until", args.until, zone)
+        found = door.search(
+            door.caller(args.user), args.query, top_k=args.top_k, filters=_filters(args), types=args.types,
+            time_range_given=(since, until) if since or until else None,
+        )  # fmt: skip
         _show(found, args.json, scores=True)
         if not found and not args.json:
             print("no memories found")
-    return 0
+    return EXIT_OK
 
 
 def _get(args: argparse.Namespace) -> int:
     missing = 0
     with _scope(args) as scope:
+        door = scope.door
+        caller = door.caller(args.user, workspace=None)
         for memory_id in args.ids:
-            record = scope.get(memory_id)
+            record = door.get(caller, memory_id)
             if record is None:
                 missing += 1
-                print(f"no memory has the id {memory_id!r}", file=sys.stderr)
+                print(f"error: {MemoryNotFoundError(memory_id)}", file=sys.stderr)
             else:
                 _show([record], args.json, details=True)
-    return 1 if missing else 0
+    return EXIT_NOT_FOUND if missing else EXIT_OK
 
 
 def _update(args: argparse.Namespace) -> int:
@@ -113,26 +123,32 @@ def _update(args: argparse.Namespace) -> int:
     for key in args.unset:
         metadata[key] = None
     if args.text is None and not metadata:
-        raise MemoryScopeError("`memoryscope update` needs --text, --meta KEY=VALUE or --unset KEY")
+        raise InvalidInputError("`memoryscope update` needs --text, --meta KEY=VALUE or --unset KEY")
     with _scope(args) as scope:
-        record = scope.update(args.id, args.text, metadata=metadata or None)
+        door = scope.door
+        record = door.update(door.caller(args.user, workspace=None), args.id, args.text, metadata=metadata or None)
         _show([record], args.json, details=True)
-    return 0
+    return EXIT_OK
 
 
 def _delete(args: argparse.Namespace) -> int:
     if args.all == bool(args.ids):
-        raise MemoryScopeError("`memoryscope delete` takes memory ids, or --all --user NAME (not both)")
+        raise InvalidInputError("`memoryscope delete` takes memory ids, or --all --user NAME --yes (not both)")
+    if args.all and args.user is None:
+        raise InvalidInputError("`memoryscope delete --all` deletes every memory of one user: name them with --user NAME")
+    if args.all and not args.yes:
+        raise InvalidInputError(f"`memoryscope delete --all --user {args.user}` deletes all their memories: add --yes to do it")
     with _scope(args) as scope:
+        door = scope.door
         if args.all:
-            count = scope.delete_all(args.user)
-            _said(f"deleted all {count} memories of {args.user or scope.default_service.params.human_name}", args.json)
-            return 0
-        missing = [memory_id for memory_id in args.ids if not scope.delete(memory_id)]
-    for memory_id in missing:
-        print(f"no memory has the id {memory_id!r}", file=sys.stderr)
-    _said(f"deleted {len(args.ids) - len(missing)} of {len(args.ids)} memories", args.json)
-    return 1 if missing else 0
+            outcome = door.delete_all(door.caller(args.user))
+            _said(f"deleted all {outcome.deleted_count} memories of {args.user} (run {outcome.run_id})", args.json)
+            return EXIT_OK
+        outcome = door.delete(door.caller(args.user, workspace=None), args.ids)
+    for memory_id in outcome.unknown_ids:
+        print(f"error: {MemoryNotFoundError(memory_id)}", file=sys.stderr)
+    _said(f"deleted {outcome.deleted_count} of {len(args.ids)} memories (run {outcome.run_id or 'none'})", args.json)
+    return EXIT_NOT_FOUND if outcome.unknown_ids else EXIT_OK
 
 
 # -- pieces ------------------------------------------------------------------------------------
@@ -179,7 +195,7 @@ def _pairs(pairs: Iterable[str], flag: str) -> dict[str, Any]:
     for pair in pairs:
         key, sep, text = pair.partition("=")
         if not sep or not key.strip():
-            raise MemoryScopeError(f"{flag} {pair!r}: write KEY=VALUE")
+            raise InvalidInputError(f"{flag} {pair!r}: write KEY=VALUE")
         values[key.strip()] = _value(text)
     return values
 
@@ -197,23 +213,11 @@ def _filters(args: argparse.Namespace) -> dict[str, Any] | None:
         try:
             given = json.loads(args.filters)
         except ValueError as error:
-            raise MemoryScopeError(f"--filters is not JSON ({error}): {args.filters!r}") from None
+            raise InvalidInputError(f"--filters is not JSON ({error}): {args.filters!r}") from None
         if not isinstance(given, dict):
-            raise MemoryScopeError(f'--filters must be a JSON object, e.g. {{"rating": {{"gte": 3}}}}, got {args.filters!r}')
+            raise InvalidInputError(f'--filters must be a JSON object, e.g. {{"rating": {{"gte": 3}}}}, got {args.filters!r}')
         filters.update(given)
     return filters or None
-
-
-def _time(text: str | None, flag: str) -> datetime | None:
-    if text is None:
-        return None
-    try:
-        moment = datetime.fromisoformat(text)
-    except ValueError:
-        raise MemoryScopeError(f"{flag} {text!r} is not an ISO 8601 time (2024-10-01 or 2024-10-01T08:00:00+08:00)") from None
-    if moment.tzinfo is None:
-        moment = moment.astimezone()  # the local zone, as a person typing a time means it
-    return moment
 
 
 def _show(records: list[MemoryRecord], as_json: bool, *, scores: bool = False, details: bool = False) -> None:

@@ -17,16 +17,17 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 from memoryscope import __version__
-from memoryscope.cli_agent import add_agent_commands
-from memoryscope.cli_history import add_history_commands
-from memoryscope.cli_mcp import add_mcp_commands
-from memoryscope.cli_memory import add_memory_commands
-from memoryscope.cli_serve import add_serve_commands
-from memoryscope.cli_status import add_status_commands
-from memoryscope.cli_workers import add_workers_commands
+from memoryscope.cli.agent import add_agent_commands
+from memoryscope.cli.history import add_history_commands
+from memoryscope.cli.mcp import add_mcp_commands
+from memoryscope.cli.memory import add_memory_commands
+from memoryscope.cli.serve import add_serve_commands
+from memoryscope.cli.status import add_status_commands
+from memoryscope.cli.transfer import add_transfer_commands
+from memoryscope.cli.workers import add_workers_commands
 from memoryscope.compat.flags import is_flag_form, parse_flags
+from memoryscope.door.failures import EXIT_NOT_FOUND, EXIT_OK, failure_of
 from memoryscope.errors import MemoryScopeError
-from memoryscope.transfer.commands import add_transfer_commands
 
 __all__ = ["main"]
 
@@ -43,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(handler())
     except MemoryScopeError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 2
+        return failure_of(error).exit_code  # the door's one table: 1 not found, 2 misuse, 3 a failure
     except BrokenPipeError:  # the reader went away (`... | head`): end quietly, as a pipe's writer should
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
@@ -75,7 +76,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("operation", help="e.g. retrieve_memory, list_memory, add_memory, delete_memory, delete_all")
     run.add_argument("--config", default="default")
     run.add_argument("--store", default=None, help="SQLite file to use instead of the config's")
-    run.add_argument("--user", default="user", help="whose memories")
+    run.add_argument("--user", default=None, help="whose memories (default: the service's human_name)")
     run.add_argument("--query", default="", help="query for retrieve_memory")
     run.add_argument("--text", action="append", default=[], help="memory text for add_memory (repeatable)")
     run.add_argument("--id", action="append", default=[], dest="ids", help="memory id for delete_memory (repeatable)")
@@ -132,7 +133,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _chat(args: argparse.Namespace) -> int:
-    from memoryscope.cli_chat import run_chat
+    from memoryscope.chat.repl import run_chat
 
     return run_chat(args.config, args.user, stream=not args.no_stream, assume_yes=args.yes)
 
@@ -145,7 +146,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
 def _flag_form_chat(argv: list[str]) -> int:
     from memoryscope.app import MemoryScope
-    from memoryscope.cli_chat import run_session
+    from memoryscope.chat.repl import run_session
 
     with MemoryScope(**parse_flags(argv)) as scope:
         chat = scope.default_memory_chat
@@ -159,7 +160,8 @@ def _run(args: argparse.Namespace) -> int:
     inputs = _run_inputs(args)
     overrides = {"memory_store.path": args.store} if args.store else None
     with MemoryScope(args.config, overrides=overrides) as scope:
-        result = scope.default_service.run_operation(args.operation, args.user, **inputs)
+        door = scope.door
+        result = door.run(door.caller(args.user), args.operation, **inputs)
         settings = scope.config.settings
         context = result.context
         if args.json:  # JSON lines only on stdout; what the run said goes to stderr
@@ -175,7 +177,8 @@ def _run(args: argparse.Namespace) -> int:
                 print(terminal_safe(memory.format(settings.language, settings.tzinfo)))
         if result.stopped and not args.json:
             print(terminal_safe(f"stopped: {result.stopped}"))
-    return 1 if context.unknown_memory_ids else 0  # a run that stops early (nothing new) is no failure
+    # a run that stops early (nothing new) is no failure; ids that name no memory of the user's are
+    return EXIT_NOT_FOUND if context.unknown_memory_ids else EXIT_OK
 
 
 # what an operation needs from the command line, and the flag that gives it
@@ -214,6 +217,3 @@ class _CallableModule(types.ModuleType):
 
 sys.modules[__name__].__class__ = _CallableModule
 
-
-if __name__ == "__main__":
-    sys.exit(main())
