@@ -109,7 +109,7 @@ class MemoryScope(MemoryApi):
                 source=str(self.config.source),
                 retrieve_operation=getattr(params, "retrieve_operation", "retrieve_memory"),
                 store_operation=getattr(params, "store_operation", "read_message"),
-                agent_policy=bool(getattr(chat, "manages_own_memory", False)),
+                agent_policy=any(getattr(each, "manages_own_memory", False) for each in self.chats.values()),
             )
             self.__dict__["_door"] = door
         return door

@@ -39,6 +39,7 @@ __all__ = [
 CREATED, UPDATED, EXPIRED, DELETED, RESTORED = "created", "updated", "expired", "deleted", "restored"
 ACTIONS = (CREATED, UPDATED, EXPIRED, DELETED, RESTORED)
 _MAX_CHANGES = 1_000_000  # more changes than one run or one memory ever has
+_UNDO = "undo-"  # an undo's run id is the undone run's, after this
 
 
 @dataclass(frozen=True)
@@ -212,6 +213,13 @@ def _change(
     )
 
 
+def _standing(changes: list[MemoryChange]) -> list[MemoryChange]:
+    """`changes` less those of runs undone among them (and their undos): a later run that was taken
+    back does not block taking back an earlier one."""
+    undone = {change.run_id.removeprefix(_UNDO) for change in changes if change.run_id.startswith(_UNDO)}
+    return [change for change in changes if change.run_id not in undone and change.run_id.removeprefix(_UNDO) not in undone]
+
+
 def undo_run(store: MemoryStore, run_id: str) -> tuple[UndoPlan, str]:
     """Revert what run `run_id` changed, as far as no later change built on it; returns the plan
     carried out and the undo's own run id (its changes are recorded under it)."""
@@ -223,12 +231,12 @@ def undo_run(store: MemoryStore, run_id: str) -> tuple[UndoPlan, str]:
         last_seq[change.memory_id] = change.seq
     # the undo's run id comes from the run's: an undo cut short can be run again, and what it
     # already did does not count as a later change
-    undo_id = f"undo-{run_id}"
+    undo_id = f"{_UNDO}{run_id}"
     later: dict[str, MemoryChange] = {}
     done: list[str] = []
     for memory_id, seq in last_seq.items():
         history = store.history(memory_id=memory_id, limit=_MAX_CHANGES)
-        after = [change for change in history if change.seq > seq and change.run_id != undo_id]
+        after = _standing([change for change in history if change.seq > seq and change.run_id != undo_id])
         if after:
             later[memory_id] = after[0]
         elif history and history[-1].seq > seq and history[-1].run_id == undo_id:

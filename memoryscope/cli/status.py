@@ -1,6 +1,8 @@
-"""`memoryscope status`: what waits for one user's background operations, and what ran.
+"""`memoryscope status | profile`: what waits for one user's background operations and what ran;
+what is known about them.
 
     memoryscope status --config default --user ann
+    memoryscope profile --config memoryos --user ann [--json]
 
 prints the figures the scheduler goes by: pending messages (ready for the next run), those
 backing off after a failed run (with the next retry time), those parked as failed (with the
@@ -12,6 +14,7 @@ unreflected observations, and the runs that changed the user's memories, read fr
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 from datetime import datetime
 from typing import Any
@@ -34,6 +37,15 @@ def add_status_commands(commands: Any) -> None:
     status.add_argument("--workspace", default="", help="the workspace, if any")
     status.set_defaults(handler=_status)
 
+    profile = commands.add_parser("profile", help="what is known about one user, by the config's memory policy")
+    profile.add_argument("--config", default="default", help="config name or path (default: default)")
+    profile.add_argument("--store", default=None, help="SQLite file to use instead of the config's")
+    profile.add_argument("--user", default=None, help="whose profile (default: the service's human_name)")
+    profile.add_argument("--target", default="", help="the target the memories are about, if any")
+    profile.add_argument("--workspace", default="", help="the workspace, if any")
+    profile.add_argument("--json", action="store_true", help="the profile as one JSON object")
+    profile.set_defaults(handler=_profile)
+
 
 def _status(args: argparse.Namespace) -> int:
     from memoryscope.app import MemoryScope
@@ -44,6 +56,20 @@ def _status(args: argparse.Namespace) -> int:
         found = door.status(door.caller(args.user, workspace=args.workspace, target=args.target))
         for line in status_lines(found, scope.config.settings.tzinfo):
             print(terminal_safe(line))
+    return EXIT_OK
+
+
+def _profile(args: argparse.Namespace) -> int:
+    from memoryscope.app import MemoryScope
+
+    overrides = {"memory_store.path": args.store} if args.store else None
+    with MemoryScope(args.config, overrides=overrides) as scope:
+        door = scope.door
+        found = door.profile(door.caller(args.user, workspace=args.workspace, target=args.target))
+    if args.json:
+        print(terminal_safe(json.dumps(found.to_dict(), ensure_ascii=False)))
+    else:
+        print(terminal_safe(found.text or f"no profile of {found.user_id} yet ({found.policy})"))
     return EXIT_OK
 
 

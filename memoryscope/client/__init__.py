@@ -20,7 +20,7 @@ just httpx); nothing of the engine or the server is imported.
 """
 
 from memoryscope.client._async import AsyncMemoryScopeClient
-from memoryscope.client._records import ChatResult, MemoryScopeClientError, RemoteMemory
+from memoryscope.client._records import ChatResult, MemoryScopeClientError, RemoteMemory, RemoteProfile
 from memoryscope.client._streams import AsyncChatStream, ChatStream
 from memoryscope.client._sync import MemoryScopeClient
 
@@ -28,6 +28,7 @@ __all__ = [
     "MemoryScopeClient",
     "AsyncMemoryScopeClient",
     "RemoteMemory",
+    "RemoteProfile",
     "ChatResult",
     "ChatStream",
     "AsyncChatStream",

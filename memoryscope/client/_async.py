@@ -28,16 +28,18 @@ from memoryscope.client._calls import (
     _headers,
     _history,
     _normalised,
+    _pin,
     _profile,
     _run_operation,
     _scope,
     _search,
     _status,
     _transport_error,
+    _undo,
     _update,
     _user_path,
 )
-from memoryscope.client._records import ChatResult, RemoteMemory
+from memoryscope.client._records import ChatResult, RemoteMemory, RemoteProfile
 from memoryscope.client._streams import AsyncChatStream
 
 
@@ -63,6 +65,18 @@ class AsyncMemoryScopeClient:
     async def delete(self, memory_id: str) -> bool:
         return await self._run(_delete(memory_id))
 
+    async def pin(self, memory_id: str) -> RemoteMemory:
+        """Keep a memory from being expired or rewritten by consolidation and reflection."""
+        return await self._run(_pin(memory_id, True))
+
+    async def unpin(self, memory_id: str) -> RemoteMemory:
+        """Let consolidation and reflection change a pinned memory again."""
+        return await self._run(_pin(memory_id, False))
+
+    async def undo(self, run_id: str) -> dict[str, Any]:
+        """Take back what one run changed (`history` names each change's run); twice changes nothing more."""
+        return await self._run(_undo(run_id))
+
     async def delete_all(self, user_id: str, *, target_name: str = "", workspace: str = "") -> int:
         return await self._run(_delete_all(user_id, target_name, workspace))
 
@@ -85,7 +99,7 @@ class AsyncMemoryScopeClient:
     async def history(self, memory_id: str) -> list[dict[str, Any]]:
         return await self._run(_history(memory_id))
 
-    async def profile(self, user_id: str, *, target_name: str = "", workspace: str = "") -> list[RemoteMemory]:
+    async def profile(self, user_id: str, *, target_name: str = "", workspace: str = "") -> RemoteProfile:
         return await self._run(_profile(user_id, target_name, workspace))
 
     async def status(self, user_id: str, *, target_name: str = "", workspace: str = "") -> dict[str, Any]:

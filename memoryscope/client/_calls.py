@@ -13,7 +13,7 @@ from urllib.parse import quote
 import httpx
 
 from memoryscope import __version__
-from memoryscope.client._records import ChatResult, MemoryScopeClientError, RemoteMemory
+from memoryscope.client._records import ChatResult, MemoryScopeClientError, RemoteMemory, RemoteProfile
 
 T = TypeVar("T")
 Messages = str | Mapping[str, Any] | Iterable[str | Mapping[str, Any]]
@@ -171,6 +171,14 @@ def _update(memory_id: str, text: str | None, metadata: Mapping[str, Any] | None
     return _Call("PATCH", _memory_path(memory_id), RemoteMemory.from_dict, body=_wire(body))
 
 
+def _pin(memory_id: str, pinned: bool) -> _Call[RemoteMemory]:
+    return _Call("POST" if pinned else "DELETE", _memory_path(memory_id, "/pin"), RemoteMemory.from_dict)
+
+
+def _undo(run_id: str) -> _Call[dict[str, Any]]:
+    return _Call("POST", f"/v1/runs/{_segment(run_id, 'run_id')}/undo", _as_dict)
+
+
 def _delete(memory_id: str) -> _Call[bool]:
     read = lambda data: bool(data["deleted"])  # noqa: E731 - a one-line reader, as the others
     return _Call("DELETE", _memory_path(memory_id), read, absent_codes=("unknown_memory",), absent=lambda: False)
@@ -187,10 +195,10 @@ def _history(memory_id: str) -> _Call[list[dict[str, Any]]]:
     return _Call("GET", _memory_path(memory_id, "/history"), lambda data: list(data["changes"]))
 
 
-def _profile(user_id: str, target_name: str, workspace: str) -> _Call[list[RemoteMemory]]:
+def _profile(user_id: str, target_name: str, workspace: str) -> _Call[RemoteProfile]:
     return _Call(
-        "GET", _user_path(user_id, "profile"), lambda data: _memories(data["insights"]), _scope(target_name, workspace),
-        absent_codes=("unknown_user",), absent=list,
+        "GET", _user_path(user_id, "profile"), RemoteProfile.from_dict, _scope(target_name, workspace),
+        absent_codes=("unknown_user",), absent=lambda: RemoteProfile([]),
     )  # fmt: skip
 
 

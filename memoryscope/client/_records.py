@@ -45,6 +45,7 @@ class RemoteMemory:
     role: str | None
     metadata: dict[str, Any]
     superseded_by: str | None = None  # an expired memory: the id of the memory that replaced it
+    pinned: bool = False  # kept from consolidation and reflection (`pin`)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RemoteMemory:
@@ -65,6 +66,7 @@ class RemoteMemory:
             role=data.get("role"),
             metadata=dict(data.get("metadata") or {}),
             superseded_by=data.get("superseded_by") or None,
+            pinned=bool(data.get("pinned", False)),
         )
 
 
@@ -81,3 +83,19 @@ class ChatResult:
 
 def _time_or_none(value: Any) -> datetime | None:
     return None if value is None else datetime.fromisoformat(value)
+
+
+class RemoteProfile(list[RemoteMemory]):
+    """The user's profile as the server's memory policy keeps it: the memories it is made of (a
+    list, as `profile()` always returned), with `policy` (`insights`, `memoryos`, `agent`) and
+    `text`, the profile as one text."""
+
+    def __init__(self, memories: list[RemoteMemory], policy: str = "insights", text: str = "") -> None:
+        super().__init__(memories)
+        self.policy = policy
+        self.text = text
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RemoteProfile:
+        memories = [RemoteMemory.from_dict(item) for item in data.get("memories", data.get("insights", []))]
+        return cls(memories, str(data.get("policy", "insights")), str(data.get("text", "")))

@@ -28,16 +28,18 @@ from memoryscope.client._calls import (
     _headers,
     _history,
     _normalised,
+    _pin,
     _profile,
     _run_operation,
     _scope,
     _search,
     _status,
     _transport_error,
+    _undo,
     _update,
     _user_path,
 )
-from memoryscope.client._records import ChatResult, RemoteMemory
+from memoryscope.client._records import ChatResult, RemoteMemory, RemoteProfile
 from memoryscope.client._streams import ChatStream
 
 
@@ -71,6 +73,18 @@ class MemoryScopeClient:
         """Delete one memory; False when no memory (this key reaches) has that id."""
         return self._run(_delete(memory_id))
 
+    def pin(self, memory_id: str) -> RemoteMemory:
+        """Keep a memory from being expired or rewritten by consolidation and reflection."""
+        return self._run(_pin(memory_id, True))
+
+    def unpin(self, memory_id: str) -> RemoteMemory:
+        """Let consolidation and reflection change a pinned memory again."""
+        return self._run(_pin(memory_id, False))
+
+    def undo(self, run_id: str) -> dict[str, Any]:
+        """Take back what one run changed (`history` names each change's run); twice changes nothing more."""
+        return self._run(_undo(run_id))
+
     def delete_all(self, user_id: str, *, target_name: str = "", workspace: str = "") -> int:
         """Delete every memory of the user (in that target and workspace); returns how many."""
         return self._run(_delete_all(user_id, target_name, workspace))
@@ -102,8 +116,10 @@ class MemoryScopeClient:
         """Every change to one memory, oldest first (`action`, `at`, `operation`, `run_id`, `before`, `after`)."""
         return self._run(_history(memory_id))
 
-    def profile(self, user_id: str, *, target_name: str = "", workspace: str = "") -> list[RemoteMemory]:
-        """What reflection concluded about the user: their insights, newest first."""
+    def profile(self, user_id: str, *, target_name: str = "", workspace: str = "") -> RemoteProfile:
+        """What is known about the user, by the server's memory policy: its memories (reflection's
+        insights, newest first; MemoryOS's profile and knowledge; an agent's `human` block), with
+        `.policy` and `.text`."""
         return self._run(_profile(user_id, target_name, workspace))
 
     def status(self, user_id: str, *, target_name: str = "", workspace: str = "") -> dict[str, Any]:

@@ -1,0 +1,75 @@
+"""Fixtures for the one-door parity suite: per config, one MemoryScope on a SQLite file served by a
+real uvicorn (REST, the client, MCP at /mcp, with API keys scoped to ann and to bob), the fake
+OpenAI-compatible server as its LLM; the Python face is that MemoryScope, the CLI runs on its file."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mcp", reason="the parity suite drives MCP: pip install 'memoryscope[mcp]'")
+sys.path.insert(0, str(Path(__file__).parent))
+
+from faces import FACES, Face, api_key
+
+from memoryscope.app import MemoryScope
+from memoryscope.server.access import KeyRing
+from memoryscope.server.app import create_app
+from memoryscope.server.routes_mcp import mount_mcp
+from memoryscope.testing.fake_openai import FakeOpenAIServer
+from memoryscope.testing.live_server import LiveServer
+
+ZONE = "Asia/Shanghai"  # not the machine's: a time without a zone must be read in the config's
+
+
+class Door:
+    """One config served: its scope, its server, its store file, and the five faces on them."""
+
+    def __init__(self, config: str, scope: MemoryScope, server: LiveServer, store: Path) -> None:
+        self.config, self.scope, self.server, self.store = config, scope, server, store
+        self.faces = {face.name: face(scope, server.url, str(store), config) for face in FACES}
+
+    def face(self, name: str) -> Face:
+        return self.faces[name]
+
+
+@pytest.fixture(scope="module")
+def llm() -> Iterator[FakeOpenAIServer]:
+    with FakeOpenAIServer() as fake:
+        yield fake
+
+
+def _served(config: str, tmp: Path, llm: FakeOpenAIServer) -> Iterator[Door]:
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ("MEMORYSCOPE_STORE_PATH", "MEMORYSCOPE_LLM_MODEL"):
+            patch.delenv(name, raising=False)
+        patch.setenv("MEMORYSCOPE_LLM_API_BASE", llm.base_url)
+        patch.setenv("MEMORYSCOPE_LLM_API_KEY", "sk-test-llm")
+        patch.setenv("MEMORYSCOPE_TIMEZONE", ZONE)
+        store = tmp / f"{config}.db"
+        scope = MemoryScope(config, overrides={"memory_store.path": str(store)})
+        app = create_app(scope, keys=KeyRing.of(api_key("ann"), api_key("bob")))
+        mount_mcp(app, app.state.memoryscope)
+        server = LiveServer(app).start()
+        try:
+            yield Door(config, scope, server, store)
+        finally:
+            server.stop()
+            scope.close(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def door(tmp_path_factory: pytest.TempPathFactory, llm: FakeOpenAIServer) -> Iterator[Door]:
+    """The `default` config, served."""
+    yield from _served("default", tmp_path_factory.mktemp("door"), llm)
+
+
+@pytest.fixture(scope="module", params=["default", "memoryos", "agent"])
+def policy_door(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, llm: FakeOpenAIServer
+) -> Iterator[Door]:
+    """Each memory policy's config, served."""
+    yield from _served(request.param, tmp_path_factory.mktemp(request.param), llm)
