@@ -41,11 +41,11 @@ from memoryscope.door import (
     MessagesIn,
     Profile,
     Status,
+    TimeRange,
     UndoOutcome,
 )
 from memoryscope.history import MemoryChange
 from memoryscope.memory import MemoryType
-from memoryscope.stores.base import TimeRange
 
 if TYPE_CHECKING:
     from memoryscope.door import Door

@@ -24,6 +24,7 @@ from memoryscope.door.failures import FAILURES, Failure, failure_of
 from memoryscope.door.inputs import MessagesIn, aware, parse_time
 from memoryscope.door.records import MemoryRecord, Profile, RunSummary, Status, UndoOutcome, WriteOutcome
 from memoryscope.door.verbs import VERB_OPERATIONS, VERBS, Verb, verb_table
+from memoryscope.stores.base import TimeRange  # a verb's input (`search(time_range_given=...)`)
 
 __all__ = [
     "Caller",
@@ -50,4 +51,5 @@ __all__ = [
     "VERBS",
     "VERB_OPERATIONS",
     "verb_table",
+    "TimeRange",
 ]

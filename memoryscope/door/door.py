@@ -43,7 +43,7 @@ from memoryscope.errors import (
 from memoryscope.history import MemoryChange
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
 from memoryscope.service import MemoryService
-from memoryscope.stores.base import MemoryStore, TimeRange
+from memoryscope.stores.base import MemoryFilter, MemoryStore, TimeRange
 from memoryscope.stores.metadata import MetadataCondition, metadata_conditions
 from memoryscope.transfer.jsonl import export_memories, import_memories
 from memoryscope.workflow import RunResult
@@ -52,6 +52,7 @@ __all__ = ["Door", "Limits", "MemoryNotFoundError"]
 
 _PAGE = 500
 _SHOWN_RUNS = 10  # the newest runs `status` names
+_PROBE_USER = "\x00memoryscope-readyz"  # a name no user has: counting it reads the store, finds nothing
 _ALL_CHANGES = 1_000_000
 # What `get_all` lists when no types are asked for: every memory but an agent's saved state (its
 # message queue and counters: a working copy, not something known about the user).
@@ -396,6 +397,26 @@ class Door:
             return changes
         changes = store.history(user_name=caller.user_id, limit=limit)
         return [change for change in changes if caller.workspace is None or change.workspace == caller.workspace]
+
+    def probe_store(self) -> None:
+        """Read the store once (readiness): raises what it raises."""
+        self._require_store().count(MemoryFilter(user_name=_PROBE_USER))
+
+    def memory_counts(self, caller: Caller) -> tuple[dict[tuple[str, str], int], int]:
+        """Memories by (type, status) over every user, and how many users have any (admin). Per
+        user: one count of expired memories, then one per type, split by status only when some expired."""
+        caller.require(ADMIN, "memory_counts")
+        store = self._require_store()
+        counts = {(memory_type.value, status.value): 0 for memory_type in MemoryType for status in MemoryStatus}
+        users = store.user_counts()
+        for user_name in users:
+            expired = store.count(MemoryFilter(user_name=user_name, status=MemoryStatus.EXPIRED))
+            statuses = tuple(MemoryStatus) if expired else (MemoryStatus.VALID,)
+            for memory_type in MemoryType:
+                for status in statuses:
+                    memory_filter = MemoryFilter(user_name=user_name, memory_types=(memory_type,), status=status)
+                    counts[(memory_type.value, status.value)] += store.count(memory_filter)
+        return counts, len(users)
 
     def user_exists(self, caller: Caller) -> bool:
         """Whether the caller's user has any memory (of any status) in its workspace and target."""

@@ -34,8 +34,6 @@ from typing import TYPE_CHECKING
 
 from memoryscope import __version__
 from memoryscope.errors import MemoryScopeError
-from memoryscope.memory import MemoryStatus, MemoryType
-from memoryscope.stores.base import MemoryFilter, MemoryStore
 
 if TYPE_CHECKING:
     from memoryscope.app import MemoryScope
@@ -189,7 +187,8 @@ def _read_store_figures(scope: MemoryScope, clock: Callable[[], float]) -> _Stor
     # closing under it), so every exception is caught here, logged and counted.
     if scope.store is not None:
         try:
-            figures.memories, figures.users = _count_memories(scope.store)
+            door = scope.door
+            figures.memories, figures.users = door.memory_counts(door.caller())
         except Exception as error:
             logger.warning("/metrics: could not count the memories in the store: %s", error)
             figures.failed.append("store")
@@ -211,21 +210,6 @@ def _read_store_figures(scope: MemoryScope, clock: Callable[[], float]) -> _Stor
         )
     figures.read_seconds = clock() - started
     return figures
-
-
-def _count_memories(store: MemoryStore) -> tuple[dict[tuple[str, str], int], int]:
-    """Memories by (type, status) over every user, and how many users have any. Per user: one
-    count of expired memories, then one per type, split by status only when some expired."""
-    counts = {(memory_type.value, status.value): 0 for memory_type in MemoryType for status in MemoryStatus}
-    users = store.user_counts()
-    for user_name in users:
-        expired = store.count(MemoryFilter(user_name=user_name, status=MemoryStatus.EXPIRED))
-        statuses = tuple(MemoryStatus) if expired else (MemoryStatus.VALID,)
-        for memory_type in MemoryType:
-            for status in statuses:
-                memory_filter = MemoryFilter(user_name=user_name, memory_types=(memory_type,), status=status)
-                counts[(memory_type.value, status.value)] += store.count(memory_filter)
-    return counts, len(users)
 
 
 # -- the scope's figures ---------------------------------------------------------------------

@@ -13,12 +13,10 @@ from fastapi.responses import JSONResponse, Response
 
 from memoryscope.server.metrics import CONTENT_TYPE
 from memoryscope.server.state import AdminDep, state_of
-from memoryscope.stores.base import MemoryFilter
 
 __all__ = ["router"]
 
 router = APIRouter(tags=["health"])
-_PROBE_USER = "\x00memoryscope-readyz"  # a name no user has: counting it reads the store, finds nothing
 
 
 @router.get("/healthz", summary="The server is alive")
@@ -32,9 +30,8 @@ def readyz(request: Request) -> JSONResponse:
     request is sent to a model: a probe costs no tokens); 503 naming what failed otherwise."""
     state = state_of(request)
     checks: dict[str, Any] = {}
-    store = state.scope.store
-    if store is not None:
-        checks["store"] = _timed(lambda: store.count(MemoryFilter(user_name=_PROBE_USER)))
+    if state.scope.store is not None:
+        checks["store"] = _timed(state.door.probe_store)
     for name, model in state.scope.models.items():
         checks[f"model.{name}"] = _timed(lambda endpoint=model.endpoint: _reach(endpoint))
     ready = all(check["ok"] for check in checks.values())
