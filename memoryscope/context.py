@@ -17,9 +17,11 @@ step and no caller reads.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +37,9 @@ __all__ = [
     "SearchFilter",
     "StoreOutcome",
     "CONTEXT_FIELDS",
+    "ContextField",
+    "context_field",
+    "context_extensions",
     "CALLER_FIELDS",
     "RUNNER_FIELDS",
     "ALWAYS_READABLE",
@@ -144,17 +149,8 @@ class MemoryContext:
     updated_memory_ids: tuple[str, ...] = ()  # the memories update_memory (update, pin, unpin) changed
     undo_plan: UndoPlan | None = None  # what undo_run did: restored, deleted, refused, already undone
     undo_of_run: str = ""  # the id undo_run recorded its own changes under
-    # MemoryOS's tiers (workers `memoryos_*`, see workers/_memoryos.py)
-    short_term_pages: tuple[MemoryNode, ...] = ()  # the user's short-term pages, oldest first (memoryos_load)
-    mid_term_segments: tuple[MemoryNode, ...] = ()  # the user's valid mid-term segments (memoryos_load)
-    long_term_memories: tuple[MemoryNode, ...] = ()  # the user's profile and knowledge entries (memoryos_load)
-    mid_term_writes: tuple[MemoryNode, ...] = ()  # pages moved, segments made, changed or evicted (memoryos_mid_term)
-    long_term_writes: tuple[MemoryNode, ...] = ()  # profile, knowledge, segments reset (memoryos_long_term)
-    short_term_recall: tuple[MemoryNode, ...] = ()  # retrieval: the short-term pages
-    mid_term_recall: tuple[MemoryNode, ...] = ()  # retrieval: the best segments, then their best pages
-    long_term_recall: tuple[MemoryNode, ...] = ()  # retrieval: the profile, then the best knowledge entries
-    memoryos_notes: tuple[str, ...] = ()  # what a memoryos step skipped and why (an unreadable LLM answer)
-    memoryos_update_due: bool = False  # short term is over capacity or a segment is hot: run memoryos_update
+    # (a capability's own fields, MemoryOS's tiers among them, are declared in its package with
+    # `context_field`: see workers/_memoryos.py)
     result: str = ""  # a readable summary of what the operation did
     # each worker's own numbers for people and logs, under its name; no other step or layer reads them
     details: dict[str, Any] = field(default_factory=dict)
@@ -163,6 +159,13 @@ class MemoryContext:
     operation: str = ""  # the operation this run is
     on_demand: bool = False  # asked for now (not fired by a trigger): thresholds that gate automatic runs do not apply
     run_id: str = ""  # this run's id: kept with every change it makes (memory history, `memoryscope undo`)
+
+    if TYPE_CHECKING:
+        # A capability's own fields (`context_field`) are read and written as attributes too; the
+        # workflow check and the worker I/O check hold them to their declarations at run time.
+        def __getattr__(self, name: str) -> Any: ...
+
+        def __setattr__(self, name: str, value: Any) -> None: ...
 
     def stop(self, reason: str) -> None:
         """Ask the runner to end the workflow after the current step, with `reason`."""
@@ -176,7 +179,63 @@ class MemoryContext:
         return forked
 
 
-CONTEXT_FIELDS: frozenset[str] = frozenset(item.name for item in dataclasses.fields(MemoryContext))
+@dataclass(frozen=True)
+class ContextField:
+    """A field a capability adds to the context: its name, its default, what it holds, whose it is."""
+
+    name: str
+    default: Any
+    description: str
+    owner: str
+
+
+_CORE_FIELDS: frozenset[str] = frozenset(item.name for item in dataclasses.fields(MemoryContext))
+_EXTENSIONS: dict[str, ContextField] = {}
+_IMMUTABLE = (tuple, frozenset, str, bytes, int, float, bool, type(None))
+
+
+def context_field(name: str, default: Any, description: str, *, owner: str) -> ContextField:
+    """Declare a field of the `MemoryContext` for a capability's workers (a memory policy, a
+    plugin): `context_field("mood", "", "how the user sounds (detect_mood)", owner="my_plugin")`,
+    at import of the module that defines its workers. Workers then declare it in `reads` and
+    `writes` like any field, the workflow check holds them to it, and it reads as `default` until
+    a step writes it. The default must be immutable (a tuple, a text, a number, None): every run
+    starts from it. Declaring the same field again for the same owner is harmless."""
+    if not name.isidentifier() or name.startswith("_"):
+        raise ValueError(f"context field {name!r}: give a name of letters, digits and '_' that does not start with '_'")
+    if name in _CORE_FIELDS:
+        raise ValueError(f"context field {name!r} is MemoryContext's own; pick another name")
+    if not isinstance(default, _IMMUTABLE) and not getattr(type(default), "__dataclass_params__", None):
+        raise ValueError(f"context field {name!r}: its default must be immutable (a tuple, a text, a number, None)")
+    declared = _EXTENSIONS.get(name)
+    if declared is not None and declared.owner != owner:
+        raise ValueError(f"context field {name!r} is declared already, by {declared.owner!r}; pick another name")
+    field_ = ContextField(name, default, description, owner)
+    _EXTENSIONS[name] = field_
+    setattr(MemoryContext, name, default)  # read until a step writes the instance's own
+    return field_
+
+
+def context_extensions() -> dict[str, ContextField]:
+    """Every field capabilities declared, by name."""
+    return dict(_EXTENSIONS)
+
+
+class _FieldNames(AbstractSet[str]):
+    """The context's field names: its own and those capabilities declared (so far)."""
+
+    def __contains__(self, name: object) -> bool:
+        return name in _CORE_FIELDS or name in _EXTENSIONS
+
+    def __iter__(self) -> Iterator[str]:
+        yield from _CORE_FIELDS
+        yield from (name for name in _EXTENSIONS if name not in _CORE_FIELDS)
+
+    def __len__(self) -> int:
+        return len(_CORE_FIELDS) + len(_EXTENSIONS)
+
+
+CONTEXT_FIELDS: AbstractSet[str] = _FieldNames()
 CALLER_FIELDS: frozenset[str] = frozenset(
     (
         "user_name",

@@ -31,7 +31,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memoryscope.context import MemoryContext
+from memoryscope.context import MemoryContext, context_field
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType, utc_now
 from memoryscope.stores.base import MemoryFilter, MemoryStore
 
@@ -55,6 +55,21 @@ __all__ = [
     "latest",
     "derived_id",
 ]
+
+# MemoryOS's own context fields (the core `MemoryContext` knows nothing of the tiers)
+_MEMORYOS = "memoryos"
+context_field("short_term_pages", (), "the user's short-term pages, oldest first (memoryos_load)", owner=_MEMORYOS)
+context_field("mid_term_segments", (), "the user's valid mid-term segments (memoryos_load)", owner=_MEMORYOS)
+context_field("long_term_memories", (), "the user's profile and knowledge entries (memoryos_load)", owner=_MEMORYOS)
+context_field("mid_term_writes", (), "pages moved, segments made, changed or evicted (memoryos_mid_term)", owner=_MEMORYOS)
+context_field("long_term_writes", (), "profile, knowledge, segments reset (memoryos_long_term)", owner=_MEMORYOS)
+context_field("short_term_recall", (), "retrieval: the short-term pages", owner=_MEMORYOS)
+context_field("mid_term_recall", (), "retrieval: the best segments, then their best pages", owner=_MEMORYOS)
+context_field("long_term_recall", (), "retrieval: the profile, then the best knowledge entries", owner=_MEMORYOS)
+context_field("memoryos_notes", (), "what a memoryos step skipped and why (an unreadable LLM answer)", owner=_MEMORYOS)
+context_field(
+    "memoryos_update_due", False, "short term is over capacity or a segment is hot: run memoryos_update", owner=_MEMORYOS
+)
 
 PAGE = MemoryType.MEMORYOS_PAGE
 SEGMENT = MemoryType.MEMORYOS_SEGMENT

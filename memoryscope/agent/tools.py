@@ -252,14 +252,9 @@ class MemoryTools:
 
     def _search(self, query: str, types: tuple[MemoryType, ...], page: int) -> list[str]:
         wanted = (page + 1) * self.page_size + 1  # one more than this page: is there a next one?
-        try:
-            records = self.scope.search(
-                query, self.user, top_k=wanted, types=list(types), target_name=self.target_name, workspace=self.workspace,
-            )  # fmt: skip
-        except MemoryScopeError as error:
-            if "has no memories" in str(error) or "unknown user" in str(error):
-                return []
-            raise
+        records = self.scope.search(
+            query, self.user, top_k=wanted, types=list(types), target_name=self.target_name, workspace=self.workspace,
+        )  # fmt: skip
         return [record.text for record in records]
 
     def _page_of(self, lines: list[str], page: int) -> str:

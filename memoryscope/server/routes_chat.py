@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from memoryscope.errors import MemoryScopeError
 from memoryscope.models.token_count import count_tokens
 from memoryscope.server.errors import ApiError, error_body, library_error
-from memoryscope.server.state import Caller, CallerDep, ServerState, state_of
+from memoryscope.server.state import CallerDep, ServerState, state_of
 
 __all__ = ["router"]
 
@@ -71,8 +71,9 @@ def models(request: Request, who: CallerDep) -> dict[str, Any]:
 @router.post("/chat/completions", summary="Chat with memory (OpenAI-compatible)", response_model=None)
 async def chat_completions(body: ChatCompletionRequest, request: Request, who: CallerDep) -> Any:
     state = state_of(request)
-    user, workspace = _memory_user(body, request, who)
-    who.require(user, workspace)
+    workspace = request.headers.get(WORKSPACE_HEADER, "").strip()
+    # the one rule of the HTTP faces (no default user here: an OpenAI SDK app names its user)
+    user = who.for_user(state, body.user or request.headers.get(USER_HEADER), workspace).user_id
     if workspace:
         raise ApiError(
             422, "unsupported", "the chat endpoint keeps memories without a workspace; leave X-MemoryScope-Workspace out"
@@ -106,23 +107,13 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, who: C
     return StreamingResponse(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
-def _memory_user(body: ChatCompletionRequest, request: Request, who: Caller) -> tuple[str, str]:
-    user = body.user or request.headers.get(USER_HEADER) or who.sole_user()
-    if not user or not user.strip():
-        message = "name whose memories to use: the request's `user` field, or the X-MemoryScope-User header"
-        raise ApiError(422, "missing_user", message)
-    return user.strip(), request.headers.get(WORKSPACE_HEADER, "").strip()
-
-
 def _split(body: ChatCompletionRequest, state: ServerState) -> tuple[str, list[dict[str, str]], str | None]:
     """(query, history before it, system prompt): the last message must be the user's."""
     last = body.messages[-1]
     if last.role != "user" or not last.text().strip():
         raise ApiError(422, "invalid_request", "the last message must be the user's, with text: it is the query")
     query = last.text().strip()
-    if len(query) > state.settings.max_query_chars:
-        limit = state.settings.max_query_chars
-        raise ApiError(422, "query_too_long", f"the last user message has {len(query)} characters; at most {limit}")
+    state.door.limits.check_text(query, "last user message")  # the limit every face keeps
     history = [
         {"role": message.role, "content": message.text()}
         for message in body.messages[:-1]

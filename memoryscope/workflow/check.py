@@ -166,4 +166,6 @@ class _Checker:
 
 def _hint(field: str) -> str:
     close = closest(field, CONTEXT_FIELDS)
-    return f". Did you mean {close!r}?" if close else ""
+    if close:
+        return f". Did you mean {close!r}?"
+    return " (a capability declares its own fields with memoryscope.context.context_field, beside its workers)"

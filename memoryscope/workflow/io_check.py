@@ -26,7 +26,6 @@ replacing or removing an entry of `details` is a write of `details`.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from collections.abc import Callable
@@ -41,7 +40,6 @@ __all__ = ["CHECK_WORKER_IO", "checked_run", "checking_worker_io"]
 
 CHECK_WORKER_IO = "MEMORYSCOPE_CHECK_WORKER_IO"
 _ON = frozenset(("1", "true", "yes", "on"))
-_FIELD_NAMES = tuple(item.name for item in dataclasses.fields(MemoryContext))
 # Always allowed to assign: `ctx.stop(reason)` does, and the runner merges it from every branch.
 _ALWAYS_WRITABLE = frozenset(("stop_reason",))
 
@@ -68,7 +66,7 @@ def checked_run(worker: Any, run: Callable[[MemoryContext], None] | None = None)
 
     def run_checked(ctx: MemoryContext) -> None:
         recorder = _Recorder(readable, writable)
-        before = {name: _state(ctx)[name] for name in _FIELD_NAMES}
+        before = {name: value for name, value in _state(ctx).items() if name != "_recorder"}  # a capability's fields too
         entries_before = dict(before["details"])
         copy = object.__new__(_RecordingContext)
         _state(copy).update(before, _recorder=recorder)
@@ -79,9 +77,9 @@ def checked_run(worker: Any, run: Callable[[MemoryContext], None] | None = None)
             # scheduler stops an abandoned run), as it may without the check. `object.__setattr__`:
             # `ctx` may itself be a recording copy (a workflow run inside a step).
             after = _state(copy)
-            for name in _FIELD_NAMES:
-                if after[name] is not before[name]:
-                    object.__setattr__(ctx, name, after[name])
+            for name, value in after.items():
+                if name != "_recorder" and (name not in before or value is not before[name]):
+                    object.__setattr__(ctx, name, value)
         if after["details"] is before["details"] and _changed(after["details"], entries_before):
             recorder.wrote("details", "its entries")
         if "details" in recorder.undeclared_writes:
