@@ -27,11 +27,10 @@ from typing import Any
 
 from memoryscope.app import MemoryScope
 from memoryscope.config import load_config
-from memoryscope.context import Message
+from memoryscope.door import Message, RunResult, parse_time
 from memoryscope.errors import MemoryScopeError
 from memoryscope.memory import MemoryType, utc_now
 from memoryscope.models.base import ChatMessage
-from memoryscope.workflow import RunResult
 
 __all__ = ["Memoryos"]
 
@@ -110,6 +109,8 @@ class Memoryos:
             settings["memory_store.path"] = str(Path(data_storage_path).expanduser() / "memoryos.db")
         self.scope = MemoryScope(config, overrides={**settings, **dict(overrides or {})})
         self.service = self.scope.default_service
+        self.door = self.scope.door  # a face over the verbs: the user is `user_id`, with `assistant_id` as the target
+        self.caller = self.door.caller(user_id, target=assistant_id)
 
     # -- MemoryOS's API ------------------------------------------------------------------------
 
@@ -173,8 +174,7 @@ class Memoryos:
 
     def get_user_profile(self) -> str:
         """The user's profile text ("" until a hot segment was promoted)."""
-        records = self.scope.get_all(self.user_id, types=[MemoryType.MEMORYOS_PROFILE], target_name=self.assistant_id)
-        return records[0].memory if records else ""
+        return self.door.profile(self.caller).text
 
     def update(self, timestamp: str | datetime | None = None) -> RunResult:
         """Run the move and the promotions now, heat taken at `timestamp` (default: now); they also
@@ -191,10 +191,8 @@ class Memoryos:
         self.close()
 
     def _run(self, operation: str, **fields: Any) -> RunResult:
-        return self.service.run_operation(operation, self.user_id, target_name=self.assistant_id, **fields)
+        return self.door.run(self.caller, operation, **fields)
 
     def _time(self, timestamp: str | datetime | None) -> datetime:
-        if timestamp is None:
-            return utc_now()
-        moment = datetime.fromisoformat(timestamp) if isinstance(timestamp, str) else timestamp
-        return moment if moment.tzinfo is not None else moment.replace(tzinfo=self.scope.config.settings.tzinfo)
+        """A time given (naive: the config's zone, as every face reads it), else now."""
+        return parse_time("timestamp", timestamp, self.door.settings.tzinfo) or utc_now()

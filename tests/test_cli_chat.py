@@ -345,3 +345,15 @@ def test_the_delete_all_question_is_read_by_read_answer(offline_chat: Any) -> No
     assert repl.run() == 0
     assert questions == ["delete ALL memories of ann? [y/N] "] and "cancelled" in out.getvalue()
     assert prompts == ["ann> ", "ann> "]
+
+
+def test_piped_chat_whose_every_line_failed_exits_as_that_failure(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A script sees a chat that did nothing; one line that worked is enough for 0."""
+    too_long = "/add_memory " + "x" * 100_001 + "\n"
+    monkeypatch.setattr(sys, "stdin", io.StringIO(too_long * 2))
+    assert main(["chat", "--user", "ann"]) == 2  # too large: a misuse, as in the door's table
+    assert capsys.readouterr().out.count("error: ") == 2
+    monkeypatch.setattr(sys, "stdin", io.StringIO(too_long + "/list_memory\n"))
+    assert main(["chat", "--user", "ann"]) == 0

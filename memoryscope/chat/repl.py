@@ -34,6 +34,7 @@ from memoryscope.chat.api_memory_chat import ApiMemoryChat
 from memoryscope.chat.streaming import interrupt
 from memoryscope.compat.inputs import LEGACY_INPUTS
 from memoryscope.context import Message
+from memoryscope.door import failure_of
 from memoryscope.errors import MemoryScopeError, closest
 from memoryscope.terminal import Output, terminal_session
 
@@ -81,6 +82,9 @@ class ChatRepl:
         self.stream = stream
         self.assume_yes = assume_yes
         self.sleep = sleep
+        self.lines_run = 0  # non-empty lines handled
+        self.last_failure: BaseException | None = None  # the error of the last line that failed
+        self.failures = 0
         self.commands = self._conversation_commands()
         for name, operation in chat.service.operations.items():
             if name not in self.commands:
@@ -89,7 +93,14 @@ class ChatRepl:
 
     def run(self) -> int:
         """Read lines until `/exit`, the end of input or a second Ctrl-C in a row at the prompt;
-        returns the exit status (0)."""
+        returns the exit status: 0, or for piped input whose every line failed, the exit code of
+        the last failure (the door's table), so a script sees it."""
+        status = self._read_lines()
+        if status == 0 and not self.interactive and self.lines_run and self.failures == self.lines_run:
+            return failure_of(self.last_failure).exit_code if self.last_failure else status
+        return status
+
+    def _read_lines(self) -> int:
         interrupted = False  # the last prompt ended with Ctrl-C
         while True:
             try:
@@ -118,6 +129,7 @@ class ChatRepl:
         """Run one line; False when the chat should end."""
         if not line:
             return True
+        self.lines_run += 1
         try:
             if not line.startswith("/"):
                 self._reply(lambda stream: self.chat.chat_with_memory(line, stream=stream))
@@ -131,11 +143,17 @@ class ChatRepl:
                 return True
             return command.run(argument.strip())
         except MemoryScopeError as error:
+            self._failed(error)
             self.say(f"error: {_one_line(error)}")
         except Exception as error:  # the chat must survive whatever one command does
+            self._failed(error)
             logger.debug("command failed", exc_info=error)
             self.say(f"error: {type(error).__name__}: {_one_line(error)}")
         return True
+
+    def _failed(self, error: BaseException) -> None:
+        self.failures += 1
+        self.last_failure = error
 
     def say(self, text: str = "", end: str = "\n") -> None:
         """Print `text`: memories, replies and errors may carry escape codes, shown here as

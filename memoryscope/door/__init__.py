@@ -18,6 +18,7 @@ Faces (Python's `MemoryApi`, the CLI, REST, the OpenAI endpoint, MCP, the agent'
 facades) import from here, never from `stores/`, `workflow/` or the context.
 """
 
+from memoryscope.context import Message  # a verb's input (`add`, `run(messages=...)`)
 from memoryscope.door.caller import ADMIN, READ, WRITE, Caller, Reach
 from memoryscope.door.door import Door, Limits, MemoryNotFoundError
 from memoryscope.door.failures import FAILURES, Failure, failure_of
@@ -25,6 +26,7 @@ from memoryscope.door.inputs import MessagesIn, aware, parse_time
 from memoryscope.door.records import MemoryRecord, Profile, RunSummary, Status, UndoOutcome, WriteOutcome
 from memoryscope.door.verbs import VERB_OPERATIONS, VERBS, Verb, verb_table
 from memoryscope.stores.base import TimeRange  # a verb's input (`search(time_range_given=...)`)
+from memoryscope.workflow import RunResult  # what `run` answers: the run's context and timings
 
 __all__ = [
     "Caller",
@@ -52,4 +54,6 @@ __all__ = [
     "VERB_OPERATIONS",
     "verb_table",
     "TimeRange",
+    "Message",
+    "RunResult",
 ]
