@@ -193,16 +193,8 @@ def _run_inputs(args: argparse.Namespace) -> dict[str, object]:
     need = _RUN_NEEDS.get(args.operation)
     if need is not None and not getattr(args, need[0]):
         raise MemoryScopeError(f"`memoryscope run {args.operation}` needs {need[1]}")
-    inputs: dict[str, object] = {}
-    if args.query:
-        inputs["query"] = args.query
-    if args.text:
-        inputs["new_memories"] = tuple(args.text)
-    if args.ids:
-        inputs["memory_ids"] = tuple(args.ids)
-    if args.retry_failed:
-        inputs["retry_failed"] = True
-    return inputs
+    # what was not given is left out by the door
+    return {"query": args.query, "new_memories": args.text, "memory_ids": args.ids, "retry_failed": args.retry_failed}
 
 
 class _CallableModule(types.ModuleType):

@@ -30,21 +30,19 @@ __all__ = ["add_status_commands", "status_lines"]
 def add_status_commands(commands: Any) -> None:
     """Register `status` on the `memoryscope` command's subparsers."""
     status = commands.add_parser("status", help="pending, backing-off and failed messages of one user, and recent runs")
-    status.add_argument("--config", default="default", help="config name or path (default: default)")
-    status.add_argument("--store", default=None, help="SQLite file to use instead of the config's")
-    status.add_argument("--user", default=None, help="whose memories (default: the service's human_name)")
-    status.add_argument("--target", default="", help="the target the memories are about, if any")
-    status.add_argument("--workspace", default="", help="the workspace, if any")
-    status.set_defaults(handler=_status)
-
+    _user_options(status).set_defaults(handler=_status)
     profile = commands.add_parser("profile", help="what is known about one user, by the config's memory policy")
-    profile.add_argument("--config", default="default", help="config name or path (default: default)")
-    profile.add_argument("--store", default=None, help="SQLite file to use instead of the config's")
-    profile.add_argument("--user", default=None, help="whose profile (default: the service's human_name)")
-    profile.add_argument("--target", default="", help="the target the memories are about, if any")
-    profile.add_argument("--workspace", default="", help="the workspace, if any")
-    profile.add_argument("--json", action="store_true", help="the profile as one JSON object")
+    _user_options(profile).add_argument("--json", action="store_true", help="the profile as one JSON object")
     profile.set_defaults(handler=_profile)
+
+
+def _user_options(command: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    command.add_argument("--config", default="default", help="config name or path (default: default)")
+    command.add_argument("--store", default=None, help="SQLite file to use instead of the config's")
+    command.add_argument("--user", default=None, help="whose memories (default: the service's human_name)")
+    command.add_argument("--target", default="", help="the target the memories are about, if any")
+    command.add_argument("--workspace", default="", help="the workspace, if any")
+    return command
 
 
 def _status(args: argparse.Namespace) -> int:

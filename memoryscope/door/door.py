@@ -266,10 +266,12 @@ class Door:
             dict(plan.refused), already_undone=bool(plan.already_undone) and not (plan.restore or plan.delete),
         )  # fmt: skip
 
-    def run(self, caller: Caller, operation: str, **inputs: Any) -> RunResult:
+    def run(self, caller: Caller, operation: str, **given: Any) -> RunResult:
         """Run a configured operation by name (consolidate, reflect, MemoryOS update, ...), with
-        the limits every verb keeps; memory ids must be the caller's."""
+        the limits every verb keeps; memory ids must be the caller's. Inputs given empty (None,
+        "", no items, False) are left out, so a face can pass every field it has."""
         caller.require(WRITE, operation)
+        inputs: dict[str, Any] = {name: tuple(v) if isinstance(v, list) else v for name, v in given.items() if v}
         if operation == "delete_all" and not caller.named:
             raise InvalidInputError("delete_all deletes every memory of one user: name the user (user_id=, --user)")
         if operation not in self.service.operations:

@@ -49,19 +49,8 @@ def run_operation(
     backend operation runs now, under the user's lease (one backend run per user at a time)."""
     state = state_of(request)
     caller = who.for_user(state, user, workspace, target)
-    body = body or OperationBody()
-    fields: dict[str, Any] = {}
-    if body.query:
-        fields["query"] = body.query
-    if body.query_time is not None:
-        fields["query_time"] = body.query_time
-    if body.memory_ids:
-        fields["memory_ids"] = tuple(body.memory_ids)
-    if body.new_memories:
-        fields["new_memories"] = tuple(body.new_memories)
-    if body.retry_failed:
-        fields["retry_failed"] = True
-    return state.door.run_summary(caller, name, **fields).to_dict()
+    given = (body or OperationBody()).model_dump()  # what was not given is left out by the door
+    return state.door.run_summary(caller, name, **given).to_dict()
 
 
 @router.get("/users/{user}/profile", summary="The user's profile, by the memory policy")
