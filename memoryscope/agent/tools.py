@@ -34,8 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from memoryscope.agent.blocks import BlockError, CoreMemory
 from memoryscope.errors import MemoryScopeError
-from memoryscope.memory import MemoryStatus, MemoryType
-from memoryscope.stores.base import MemoryFilter, TimeRange
+from memoryscope.memory import MemoryType
 
 if TYPE_CHECKING:
     from memoryscope.app import MemoryScope
@@ -236,17 +235,13 @@ class MemoryTools:
             raise ToolArgumentError(f"end_date {end.isoformat()} is before start_date {start.isoformat()}; swap them")
         zone = self.scope.config.settings.tzinfo
         first, after = datetime.combine(start, time(), zone), datetime.combine(end + timedelta(days=1), time(), zone)
-        window = TimeRange("message_time", first, after)
-        store = self.scope.store
-        if store is None:
-            raise ToolArgumentError("this MemoryScope has no store, so there is no conversation to search")
-        scope = MemoryFilter(
-            user_name=self.user, target_name=self.target_name, workspace=self.workspace,
-            memory_types=(MemoryType.CONVERSATION,), status=MemoryStatus.VALID, time_range=window,
+        door = self.scope.door
+        found = door.get_all(
+            door.caller(self.user, workspace=self.workspace, target=self.target_name), types=[MemoryType.CONVERSATION],
+            time_range_given=(first, after), limit=self.page_size + 1, offset=page * self.page_size, newest_first=False,
         )  # fmt: skip
-        nodes = store.scan(scope, limit=self.page_size + 1, offset=page * self.page_size, newest_first=False)
-        lines = [node.format(self.scope.config.settings.language, zone) for node in nodes[: self.page_size]]
-        return _results(lines, page, more=len(nodes) > self.page_size)
+        lines = [record.text for record in found[: self.page_size]]
+        return _results(lines, page, more=len(found) > self.page_size)
 
     # -- helpers --------------------------------------------------------------------------------
 

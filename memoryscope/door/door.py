@@ -360,20 +360,26 @@ class Door:
         types: Sequence[MemoryType | str] | None = None,
         include_expired: bool = False,
         limit: int | None = None,
+        time_range_given: TimeRange | tuple[datetime | None, datetime | None] | None = None,
+        offset: int = 0,
+        newest_first: bool = True,
     ) -> list[MemoryRecord]:
-        """The caller's memories, newest first (see `MemoryApi.get_all`)."""
+        """The caller's memories, newest first (or oldest first), from `offset` on (see
+        `MemoryApi.get_all`); `time_range_given` on when each was said."""
         caller.require(READ, "get_all")
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
-            raise InvalidInputError(f"get_all: limit must be 0 or more, got {limit!r}")
+        for name, value in (("limit", limit), ("offset", offset)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise InvalidInputError(f"get_all: {name} must be 0 or more, got {value!r}")
         scope = caller.memory_filter(
             memory_types=_LISTED_BY_DEFAULT if types is None else memory_types(types),
             status=None if include_expired else MemoryStatus.VALID,
             metadata=_conditions(filters),
+            time_range=time_range(time_range_given, self.settings.tzinfo),
         )
         store, records = self._require_store(), list[MemoryRecord]()
         while limit is None or len(records) < limit:
             page_size = _PAGE if limit is None else min(_PAGE, limit - len(records))
-            page = store.scan(scope, limit=page_size, offset=len(records), newest_first=True)
+            page = store.scan(scope, limit=page_size, offset=offset + len(records), newest_first=newest_first)
             records += self._records(page)
             if len(page) < page_size:
                 break
