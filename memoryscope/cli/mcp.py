@@ -48,7 +48,7 @@ def _mcp(args: argparse.Namespace) -> int:
     with contextlib.redirect_stdout(sys.stderr):  # stdout is the protocol's: nothing said while building may reach it
         scope = MemoryScope(args.config, overrides=overrides)
     with scope:
-        user = args.user if args.user is not None else scope.default_service.params.human_name
+        user = scope.door.caller(args.user).user_id  # the one rule: --user, else the service's human_name
         server = build_mcp(scope, fixed_user(user))
         print(f"memoryscope: MCP server on stdio for user {user!r} ({scope.config.source})", file=sys.stderr, flush=True)
         server.run("stdio")
