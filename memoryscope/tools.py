@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field, create_model
 
 from memoryscope.agent.blocks import BlockSpec, CoreMemory
-from memoryscope.agent.tools import TOOL_NAMES, MemoryTools, Outcome, failed
+from memoryscope.agent.tools import TOOL_NAMES, AgentFunctions, Outcome, failed
 from memoryscope.errors import MemoryScopeError
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ class MemoryToolkit:
         self.user_id = user_id
         self.functions = tuple(functions or TOOL_NAMES)
         self.core_memory = CoreMemory(scope.store, user_id, blocks, target_name=target_name, workspace=workspace)
-        self._tools = MemoryTools(scope, user_id, self.core_memory, target_name=target_name, workspace=workspace)
+        self._tools = AgentFunctions(scope, user_id, self.core_memory, target_name=target_name, workspace=workspace)
 
     @property
     def schemas(self) -> list[dict[str, Any]]:

@@ -36,7 +36,7 @@ from memoryscope.agent.instructions import (
     system_prompt,
 )
 from memoryscope.agent.state import AgentStateStore
-from memoryscope.agent.tools import MemoryTools
+from memoryscope.agent.tools import AgentFunctions
 from memoryscope.chat.remember import Ask, TurnStorage
 from memoryscope.errors import MemoryScopeError
 from memoryscope.memory import MemoryStatus, MemoryType
@@ -116,7 +116,7 @@ class Agent:
         self.target_name = target_name
         self.workspace = workspace
         self.core = CoreMemory(scope.store, user, settings.blocks, target_name=target_name, workspace=workspace)
-        self.tools = MemoryTools(scope, user, self.core, target_name=target_name, workspace=workspace)
+        self.tools = AgentFunctions(scope, user, self.core, target_name=target_name, workspace=workspace)
         self.window = ContextWindow(settings.window, TokenCounter(model.model_name))
         self._states = AgentStateStore(scope.store, user, target_name=target_name, workspace=workspace)
         self.state = self._states.load()

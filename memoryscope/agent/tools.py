@@ -1,6 +1,6 @@
 """The memory tools of a MemGPT-style agent, as OpenAI function schemas, and their execution.
 
-    tools = MemoryTools(scope, "ann", core_memory)
+    tools = AgentFunctions(scope, "ann", core_memory)
     tools.schemas                      # OpenAI `tools=[...]`
     outcome = tools.run("core_memory_append", '{"label": "human", "content": "plays the guitar"}')
     outcome.result                     # the text the model reads back (a JSON object)
@@ -39,7 +39,7 @@ from memoryscope.memory import MemoryType
 if TYPE_CHECKING:
     from memoryscope.app import MemoryScope
 
-__all__ = ["MemoryTools", "Outcome", "failed", "SCHEMAS", "TOOL_NAMES", "PAGE_SIZE", "ARCHIVAL_SOURCE"]
+__all__ = ["AgentFunctions", "Outcome", "failed", "SCHEMAS", "TOOL_NAMES", "PAGE_SIZE", "ARCHIVAL_SOURCE"]
 
 PAGE_SIZE = 5  # results per page of a search, as MemGPT pages them
 ARCHIVAL_SOURCE = "archival"  # `metadata.source` of the memories archival_memory_insert keeps
@@ -144,8 +144,10 @@ class ToolArgumentError(ValueError):
     """A call's arguments are wrong: the message tells the model what to send instead."""
 
 
-class MemoryTools:
-    """The memory functions, bound to one user of a scope (and their core memory)."""
+class AgentFunctions:
+    """The MemGPT-style functions an agent calls on its memory (`core_memory_append`,
+    `archival_memory_search`, ...), bound to one user of a scope and their core memory; what
+    `memoryscope.tools.MemoryToolkit` offers your own agent, and the MCP server's tools are not."""
 
     def __init__(
         self,

@@ -17,7 +17,7 @@ from memoryscope.errors import InvalidInputError, NotFoundError
 if TYPE_CHECKING:
     from memoryscope.app import MemoryScope
 
-__all__ = ["McpToolHandlers", "MemoryTools"]
+__all__ = ["McpToolHandlers"]
 
 CONSOLIDATE_OPERATION = "consolidate_memory"
 
@@ -88,8 +88,6 @@ class McpToolHandlers:
             lines.append(_listing(summary.produced, "(none left: later changes removed them)"))
         return "\n".join(lines)
 
-
-MemoryTools = McpToolHandlers  # the name it had
 
 
 def _listing(records: Sequence[MemoryRecord | None], empty: str) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 from memoryos_scripted_llm import Script
 
 from memoryscope import MemoryScope
-from memoryscope.mcp.tools import MemoryTools
+from memoryscope.mcp.tools import McpToolHandlers
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 
 
@@ -22,7 +22,7 @@ def test_mcp_tools_work_on_the_memoryos_config(tmp_path: Path, fake_openai: Fake
         "worker.memoryos_long_term.mid_term_heat_threshold": 1.5,
     }
     with MemoryScope("memoryos", overrides=overrides) as scope:
-        tools = MemoryTools(scope)
+        tools = McpToolHandlers(scope)
         assert tools.get_user_profile("ann").startswith("No profile yet")
         reply = tools.add_memory("ann", "I drink green tea every morning", "Green tea is lovely.")
         assert reply.startswith("Stored 1 dialogue page")
