@@ -154,12 +154,11 @@ def _flag_form_chat(argv: list[str]) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from memoryscope.app import MemoryScope
+    from memoryscope.cli.scope import command_scope
     from memoryscope.text import terminal_safe  # stored text may hold escape codes: shown, never run
 
     inputs = _run_inputs(args)
-    overrides = {"memory_store.path": args.store} if args.store else None
-    with MemoryScope(args.config, overrides=overrides) as scope:
+    with command_scope(args) as scope:
         door = scope.door
         result = door.run(door.caller(args.user), args.operation, **inputs)
         settings = scope.config.settings

@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from memoryscope.door import Door
+from memoryscope.cli.scope import command_scope
 from memoryscope.door.failures import EXIT_OK
 from memoryscope.errors import InvalidInputError
 from memoryscope.history import MemoryChange
@@ -61,19 +59,11 @@ def _store_options(command: argparse.ArgumentParser, *, user: bool = True) -> No
         command.add_argument("--user", default=None, help="only a memory or run of this user (default: any user's)")
 
 
-@contextmanager
-def _door(args: argparse.Namespace) -> Iterator[Door]:
-    from memoryscope.app import MemoryScope
-
-    overrides = {"memory_store.path": args.store} if args.store else None
-    with MemoryScope(args.config, overrides=overrides) as scope:
-        yield scope.door
-
-
 def _history(args: argparse.Namespace) -> int:
     if args.memory_id is None and args.user is None and args.run is None:
         raise InvalidInputError("say whose history: a memory id, --user NAME or --run RUN_ID")
-    with _door(args) as door:
+    with command_scope(args) as scope:
+        door = scope.door
         if args.memory_id is not None:
             changes = door.history(door.caller(args.user, workspace=None), args.memory_id)[: args.limit]
         else:
@@ -86,7 +76,8 @@ def _history(args: argparse.Namespace) -> int:
 
 
 def _undo(args: argparse.Namespace) -> int:
-    with _door(args) as door:
+    with command_scope(args) as scope:
+        door = scope.door
         outcome = door.undo(door.caller(args.user, workspace=None), args.run_id)
     if outcome.already_undone:
         print(f"run {args.run_id} was undone already (as run {outcome.undo_run_id}): nothing more to do")
@@ -99,7 +90,8 @@ def _undo(args: argparse.Namespace) -> int:
 
 
 def _pin(args: argparse.Namespace) -> int:
-    with _door(args) as door:
+    with command_scope(args) as scope:
+        door = scope.door
         door.pin(door.caller(args.user, workspace=None), args.memory_id, pinned=args.pinned)
     print(f"{'pinned' if args.pinned else 'unpinned'} {args.memory_id}")
     return EXIT_OK

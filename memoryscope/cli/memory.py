@@ -22,17 +22,17 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from memoryscope.cli.scope import command_scope
 from memoryscope.door import MemoryNotFoundError, MemoryRecord, parse_time
 from memoryscope.door.failures import EXIT_NOT_FOUND, EXIT_OK
 from memoryscope.errors import InvalidInputError
 from memoryscope.text import terminal_safe
 
 if TYPE_CHECKING:
-    from memoryscope.app import MemoryScope
+    pass
 
 __all__ = ["add_memory_commands"]
 
@@ -79,7 +79,7 @@ def _add(args: argparse.Namespace) -> int:
     if args.time:
         for message in messages:
             message["time"] = args.time  # without a zone: the config's (the door reads it)
-    with _scope(args) as scope:
+    with command_scope(args) as scope:
         door = scope.door
         added = door.add(door.caller(args.user), messages, metadata=_pairs(args.meta, "--meta"), infer=args.infer)
         _show(added, args.json)
@@ -89,7 +89,7 @@ def _add(args: argparse.Namespace) -> int:
 
 
 def _search(args: argparse.Namespace) -> int:
-    with _scope(args) as scope:
+    with command_scope(args) as scope:
         door = scope.door
         zone = scope.config.settings.tzinfo
         since, until = parse_time("--since", args.since, zone), parse_time("--until", args.until, zone)
@@ -105,7 +105,7 @@ def _search(args: argparse.Namespace) -> int:
 
 def _get(args: argparse.Namespace) -> int:
     missing = 0
-    with _scope(args) as scope:
+    with command_scope(args) as scope:
         door = scope.door
         caller = door.caller(args.user, workspace=None)
         for memory_id in args.ids:
@@ -124,7 +124,7 @@ def _update(args: argparse.Namespace) -> int:
         metadata[key] = None
     if args.text is None and not metadata:
         raise InvalidInputError("`memoryscope update` needs --text, --meta KEY=VALUE or --unset KEY")
-    with _scope(args) as scope:
+    with command_scope(args) as scope:
         door = scope.door
         record = door.update(door.caller(args.user, workspace=None), args.id, args.text, metadata=metadata or None)
         _show([record], args.json, details=True)
@@ -138,7 +138,7 @@ def _delete(args: argparse.Namespace) -> int:
         raise InvalidInputError("`memoryscope delete --all` deletes every memory of one user: name them with --user NAME")
     if args.all and not args.yes:
         raise InvalidInputError(f"`memoryscope delete --all --user {args.user}` deletes all their memories: add --yes to do it")
-    with _scope(args) as scope:
+    with command_scope(args) as scope:
         door = scope.door
         if args.all:
             outcome = door.delete_all(door.caller(args.user))
@@ -179,15 +179,6 @@ def _filter_options(command: argparse.ArgumentParser) -> None:
     command.add_argument(
         "--type", action="append", default=None, dest="types", help="only this memory type (repeatable): observation, ..."
     )
-
-
-@contextmanager
-def _scope(args: argparse.Namespace) -> Iterator[MemoryScope]:
-    from memoryscope.app import MemoryScope
-
-    overrides = {"memory_store.path": args.store} if args.store else None
-    with MemoryScope(args.config, overrides=overrides) as scope:
-        yield scope
 
 
 def _pairs(pairs: Iterable[str], flag: str) -> dict[str, Any]:

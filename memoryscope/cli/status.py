@@ -20,6 +20,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from memoryscope.cli.scope import command_scope
 from memoryscope.door import Status
 from memoryscope.door.failures import EXIT_OK
 from memoryscope.text import terminal_safe  # errors and names come from the store: shown, never run
@@ -46,10 +47,7 @@ def _user_options(command: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def _status(args: argparse.Namespace) -> int:
-    from memoryscope.app import MemoryScope
-
-    overrides = {"memory_store.path": args.store} if args.store else None
-    with MemoryScope(args.config, overrides=overrides) as scope:
+    with command_scope(args) as scope:
         door = scope.door
         found = door.status(door.caller(args.user, workspace=args.workspace, target=args.target))
         for line in status_lines(found, scope.config.settings.tzinfo):
@@ -58,10 +56,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _profile(args: argparse.Namespace) -> int:
-    from memoryscope.app import MemoryScope
-
-    overrides = {"memory_store.path": args.store} if args.store else None
-    with MemoryScope(args.config, overrides=overrides) as scope:
+    with command_scope(args) as scope:
         door = scope.door
         found = door.profile(door.caller(args.user, workspace=args.workspace, target=args.target))
     if args.json:
