@@ -9,7 +9,9 @@
 
 - `verbs`: the table of verbs (input, scope, operation, output, errors, each face's spelling);
 - `caller`: `Caller`, the user and what they may reach, turned into the store's filter;
-- `door`: `Door`, the verbs themselves, and the limits every face keeps alike;
+- `door`: `Door`, the writing verbs (each runs an operation of the service); `reading`: the
+  reading verbs; `base`: the ground both stand on (the caller's memories by the store's filter);
+- `limits`: the sizes every face accepts alike;
 - `records`: what verbs answer with (`MemoryRecord`, `Profile`, `Status`, ...);
 - `inputs`: messages, metadata, types and times read once for every face;
 - `failures`: one table from error kinds to exit codes, HTTP statuses and MCP errors.

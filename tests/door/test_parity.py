@@ -13,8 +13,7 @@ import pytest
 from conftest import ZONE, Door
 from faces import FACES, Face
 
-from memoryscope.door import MemoryNotFoundError, failure_of
-from memoryscope.door.door import Limits
+from memoryscope.door import Limits, MemoryNotFoundError, failure_of
 from memoryscope.errors import InvalidInputError, NotFoundError, TooLargeError
 from memoryscope.memory import MemoryNode, MemoryType
 

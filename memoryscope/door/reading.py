@@ -1,0 +1,220 @@
+"""The door's reading verbs: search, get, get_all, history and changes, profile, status, export,
+and the admin's counts. Each reads for a caller through the store's filter."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import asdict
+from datetime import datetime
+from pathlib import Path
+from typing import IO, Any
+
+from memoryscope._scheduler_state import RunRecord, Scope, count_pending, message_backlog
+from memoryscope.context import SearchFilter
+from memoryscope.door.base import DoorBase, MemoryNotFoundError, conditions
+from memoryscope.door.caller import ADMIN, READ, Caller
+from memoryscope.door.inputs import memory_types, time_range
+from memoryscope.door.records import MemoryRecord, Profile, Status
+from memoryscope.door.streaming import stream_of
+from memoryscope.errors import InvalidInputError, NotFoundError
+from memoryscope.history import MemoryChange
+from memoryscope.memory import MemoryStatus, MemoryType
+from memoryscope.stores.base import MemoryFilter, TimeRange
+from memoryscope.transfer.jsonl import export_memories
+
+__all__ = ["ReadingVerbs"]
+
+_PAGE = 500
+_SHOWN_RUNS = 10  # the newest runs `status` names
+_PROBE_USER = "\x00memoryscope-readyz"  # a name no user has: counting it reads the store, finds nothing
+_ALL_CHANGES = 1_000_000
+# What `get_all` lists when no types are asked for: every memory but an agent's saved state (its
+# message queue and counters: a working copy, not something known about the user).
+_LISTED_BY_DEFAULT = tuple(member for member in MemoryType if member is not MemoryType.AGENT_STATE)
+
+
+class ReadingVerbs(DoorBase):
+    """The verbs that read (see `memoryscope.door.verbs`)."""
+
+    def search(
+        self,
+        caller: Caller,
+        query: str,
+        *,
+        top_k: int = 10,
+        filters: Mapping[str, Any] | None = None,
+        types: Sequence[MemoryType | str] | None = None,
+        time_range_given: TimeRange | tuple[datetime | None, datetime | None] | None = None,
+        query_time: datetime | None = None,
+    ) -> list[MemoryRecord]:
+        """The `top_k` memories of the caller's user that best answer `query`, best first."""
+        caller.require(READ, "search")
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInputError("search needs a query; get_all lists memories without one")
+        self.limits.check_text(query, "query")
+        top_k = self.limits.check_top_k(top_k)
+        narrowed = SearchFilter(
+            memory_types=memory_types(types),
+            time_range=time_range(time_range_given, self.settings.tzinfo),
+            metadata=conditions(filters),
+        )
+        result = self._run(
+            caller, self._retrieve_operation, "search", query=query, query_time=self._now(query_time),
+            search_filter=narrowed, top_k=top_k,
+        )  # fmt: skip
+        return self._records(result.context.memories[:top_k])
+
+    def get(self, caller: Caller, memory_id: str) -> MemoryRecord | None:
+        """The caller's memory with this id, or None (another user's memory is None too)."""
+        caller.require(READ, "get")
+        found = self._reachable(caller, [memory_id])
+        return self._record(found[0]) if found else None
+
+    def get_all(
+        self,
+        caller: Caller,
+        *,
+        filters: Mapping[str, Any] | None = None,
+        types: Sequence[MemoryType | str] | None = None,
+        include_expired: bool = False,
+        limit: int | None = None,
+        time_range_given: TimeRange | tuple[datetime | None, datetime | None] | None = None,
+        offset: int = 0,
+        newest_first: bool = True,
+    ) -> list[MemoryRecord]:
+        """The caller's memories, newest first (or oldest first), from `offset` on (see
+        `MemoryApi.get_all`); `time_range_given` on when each was said."""
+        caller.require(READ, "get_all")
+        for name, value in (("limit", limit), ("offset", offset)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise InvalidInputError(f"get_all: {name} must be 0 or more, got {value!r}")
+        scope = caller.memory_filter(
+            memory_types=_LISTED_BY_DEFAULT if types is None else memory_types(types),
+            status=None if include_expired else MemoryStatus.VALID,
+            metadata=conditions(filters),
+            time_range=time_range(time_range_given, self.settings.tzinfo),
+        )
+        store, records = self._require_store(), list[MemoryRecord]()
+        while limit is None or len(records) < limit:
+            page_size = _PAGE if limit is None else min(_PAGE, limit - len(records))
+            page = store.scan(scope, limit=page_size, offset=offset + len(records), newest_first=newest_first)
+            records += self._records(page)
+            if len(page) < page_size:
+                break
+        return records
+
+    def history(self, caller: Caller, memory_id: str) -> list[MemoryChange]:
+        """Every change to one of the caller's memories, oldest first (a deleted one's too)."""
+        caller.require(READ, "history")
+        changes = self._require_store().history(memory_id=memory_id, limit=_ALL_CHANGES)
+        if not changes or not all(self._reaches(caller, change.user_name, change.workspace) for change in changes):
+            raise MemoryNotFoundError(memory_id)
+        return changes
+
+    def changes(self, caller: Caller, *, run_id: str | None = None, limit: int = 1000) -> list[MemoryChange]:
+        """The changes one run made (every one the caller's to see), or else every change to the
+        caller's user's memories; oldest first."""
+        caller.require(READ, "history")
+        store = self._require_store()
+        if run_id:
+            changes = store.history(run_id=run_id, limit=limit)
+            if not changes or not all(self._reaches(caller, change.user_name, change.workspace) for change in changes):
+                raise NotFoundError(f"no run {run_id!r} changed memories this caller reaches", code="unknown_run")
+            return changes
+        changes = store.history(user_name=caller.user_id, limit=limit)
+        return [change for change in changes if caller.workspace is None or change.workspace == caller.workspace]
+
+    def probe_store(self) -> None:
+        """Read the store once (readiness): raises what it raises."""
+        self._require_store().count(MemoryFilter(user_name=_PROBE_USER))
+
+    def memory_counts(self, caller: Caller) -> tuple[dict[tuple[str, str], int], int]:
+        """Memories by (type, status) over every user, and how many users have any (admin). Per
+        user: one count of expired memories, then one per type, split by status only when some expired."""
+        caller.require(ADMIN, "memory_counts")
+        store = self._require_store()
+        counts = {(memory_type.value, status.value): 0 for memory_type in MemoryType for status in MemoryStatus}
+        users = store.user_counts()
+        for user_name in users:
+            expired = store.count(MemoryFilter(user_name=user_name, status=MemoryStatus.EXPIRED))
+            statuses = tuple(MemoryStatus) if expired else (MemoryStatus.VALID,)
+            for memory_type in MemoryType:
+                for status in statuses:
+                    memory_filter = MemoryFilter(user_name=user_name, memory_types=(memory_type,), status=status)
+                    counts[(memory_type.value, status.value)] += store.count(memory_filter)
+        return counts, len(users)
+
+    def user_exists(self, caller: Caller) -> bool:
+        """Whether the caller's user has any memory (of any status) in its workspace and target."""
+        return self._require_store().count(caller.memory_filter(status=None)) > 0
+
+    def profile(self, caller: Caller) -> Profile:
+        """What is known about the user, by the memory policy: MemoryOS's profile and knowledge, an
+        agent's `human` block, or else the insights reflection drew."""
+        caller.require(READ, "profile")
+        if self.memoryos:
+            profiles = self.get_all(caller, types=[MemoryType.MEMORYOS_PROFILE])
+            knowledge = self.get_all(caller, types=[MemoryType.MEMORYOS_KNOWLEDGE])
+            text = profiles[0].memory if profiles else ""
+            return Profile(caller.user_id, "memoryos", text, tuple(profiles[:1] + knowledge))
+        if self._agent_policy:
+            blocks = [record for record in self.get_all(caller, types=[MemoryType.CORE_MEMORY]) if record.node.key == "human"]
+            return Profile(caller.user_id, "agent", blocks[0].memory if blocks else "", tuple(blocks))
+        insights = self.get_all(caller, types=[MemoryType.INSIGHT])
+        return Profile(caller.user_id, "insights", "\n".join(record.text for record in insights), tuple(insights))
+
+    def status(self, caller: Caller) -> Status:
+        """What waits for the user's background operations and which runs changed their memories,
+        read from the store (so any process sees it), with this process's own runs."""
+        caller.require(READ, "status")
+        store = self._require_store()
+        who = Scope(caller.user_id, caller.target, caller.write_workspace)
+        newest: dict[str, MemoryChange] = {}
+        for change in reversed(store.history(user_name=caller.user_id, limit=_ALL_CHANGES)):
+            if change.run_id and change.workspace == who.workspace and change.target_name == who.target_name:
+                newest.setdefault(change.run_id, change)
+        now = self.service.scheduler.status()
+        mine = [(operation, record) for (label, operation), record in now.last_runs.items() if label == who.label]
+        failed = [(operation, record) for (label, operation), record in now.last_errors.items() if label == who.label]
+        return Status(
+            user_id=caller.user_id,
+            workspace=who.workspace,
+            target=who.target_name,
+            label=who.label,
+            pending_messages=_jsonable(asdict(message_backlog(store, who))),
+            unreflected_observations=count_pending(store, "observations", who),
+            stored_runs=tuple(list(newest.values())[:_SHOWN_RUNS]),
+            running=tuple(
+                {"operation": run.operation, "trigger": run.trigger, "started_at": run.started_at.isoformat()}
+                for run in now.running
+                if run.scope.label == who.label
+            ),
+            waiting=who.label in now.waiting,
+            last_runs={operation: _run_dict(record) for operation, record in mine},
+            last_errors={operation: _run_dict(record) for operation, record in failed},
+        )
+
+    def export(self, caller: Caller, out: str | Path | IO[str], **options: Any) -> int:
+        """The caller's memories (every status) and their history as JSON lines (`import` reads
+        them back); a local caller who named no user exports every user."""
+        caller.require(READ, "export")
+        everyone = caller.reach is not None and caller.reach.users is None and caller.reach.workspaces is None
+        user = None if everyone and not caller.named else caller.user_id
+        workspace = None if user is None else caller.workspace
+        return export_memories(self._require_store(), out, user_name=user, workspace=workspace, **options)  # type: ignore[arg-type]  # IO[str] is a TextIO here
+
+    def export_lines(self, caller: Caller) -> Iterator[str]:
+        """`export` as chunks of lines to stream: written on a thread into a short queue, so memory
+        stays bounded whatever the size (the caller's check happens before the first chunk)."""
+        caller.require(READ, "export")
+        self._require_store()
+        return stream_of(lambda out: self.export(caller, out))
+
+
+
+def _run_dict(record: RunRecord) -> dict[str, Any]:
+    return _jsonable({key: value for key, value in asdict(record).items() if key != "user_name"})
+
+
+def _jsonable(values: dict[str, Any]) -> dict[str, Any]:
+    return {key: value.isoformat() if isinstance(value, datetime) else value for key, value in values.items()}
