@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("mcp", reason="the parity suite drives MCP: pip install 'memoryscope[mcp]'")
 sys.path.insert(0, str(Path(__file__).parent))
 
-from faces import FACES, Face, api_key
+from door_faces import ZONE, ServedDoor, api_key
 
 from memoryscope.app import MemoryScope
 from memoryscope.server.access import KeyRing
@@ -22,19 +22,6 @@ from memoryscope.server.routes_mcp import mount_mcp
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 from memoryscope.testing.live_server import LiveServer
 
-ZONE = "Asia/Shanghai"  # not the machine's: a time without a zone must be read in the config's
-
-
-class Door:
-    """One config served: its scope, its server, its store file, and the five faces on them."""
-
-    def __init__(self, config: str, scope: MemoryScope, server: LiveServer, store: Path) -> None:
-        self.config, self.scope, self.server, self.store = config, scope, server, store
-        self.faces = {face.name: face(scope, server.url, str(store), config) for face in FACES}
-
-    def face(self, name: str) -> Face:
-        return self.faces[name]
-
 
 @pytest.fixture(scope="module")
 def llm() -> Iterator[FakeOpenAIServer]:
@@ -42,7 +29,7 @@ def llm() -> Iterator[FakeOpenAIServer]:
         yield fake
 
 
-def _served(config: str, tmp: Path, llm: FakeOpenAIServer) -> Iterator[Door]:
+def _served(config: str, tmp: Path, llm: FakeOpenAIServer) -> Iterator[ServedDoor]:
     with pytest.MonkeyPatch.context() as patch:
         for name in ("MEMORYSCOPE_STORE_PATH", "MEMORYSCOPE_LLM_MODEL"):
             patch.delenv(name, raising=False)
@@ -55,14 +42,14 @@ def _served(config: str, tmp: Path, llm: FakeOpenAIServer) -> Iterator[Door]:
         mount_mcp(app, app.state.memoryscope)
         server = LiveServer(app).start()
         try:
-            yield Door(config, scope, server, store)
+            yield ServedDoor(config, scope, server, store)
         finally:
             server.stop()
             scope.close(timeout=5)
 
 
 @pytest.fixture(scope="module")
-def door(tmp_path_factory: pytest.TempPathFactory, llm: FakeOpenAIServer) -> Iterator[Door]:
+def door(tmp_path_factory: pytest.TempPathFactory, llm: FakeOpenAIServer) -> Iterator[ServedDoor]:
     """The `default` config, served."""
     yield from _served("default", tmp_path_factory.mktemp("door"), llm)
 
@@ -70,6 +57,6 @@ def door(tmp_path_factory: pytest.TempPathFactory, llm: FakeOpenAIServer) -> Ite
 @pytest.fixture(scope="module", params=["default", "memoryos", "agent"])
 def policy_door(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, llm: FakeOpenAIServer
-) -> Iterator[Door]:
+) -> Iterator[ServedDoor]:
     """Each memory policy's config, served."""
     yield from _served(request.param, tmp_path_factory.mktemp(request.param), llm)

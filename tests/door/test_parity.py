@@ -10,8 +10,8 @@ from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
-from conftest import ZONE, Door
-from faces import FACES, Face
+from door_faces import FACES, ZONE, Face
+from door_faces import ServedDoor as Door
 
 from memoryscope.door import Limits, MemoryNotFoundError, failure_of
 from memoryscope.errors import InvalidInputError, NotFoundError, TooLargeError

@@ -29,6 +29,7 @@ from memoryscope.door import Failure, failure_of
 from memoryscope.errors import MemoryScopeError
 from memoryscope.server.access import ApiKey
 
+ZONE = "Asia/Shanghai"  # not the machine's: a time without a zone must be read in the config's
 KEYS = {"ann": "ann-secret", "bob": "bob-secret", "cid": "cid-secret"}
 EVERY_VERB = frozenset(("add", "add_message", "search", "get", "update", "delete", "pin", "history", "undo", "profile"))
 
@@ -326,3 +327,14 @@ FACES: tuple[type[Face], ...] = (PythonFace, CliFace, RestFace, ClientFace, McpF
 
 def _actions(text: str) -> list[str]:
     return [json.loads(line)["change"]["action"] for line in text.splitlines() if '"change"' in line[:12]]
+
+
+class ServedDoor:
+    """One config served: its scope, its server, its store file, and the five faces on them."""
+
+    def __init__(self, config: str, scope: MemoryScope, server: Any, store: Any) -> None:
+        self.config, self.scope, self.server, self.store = config, scope, server, store
+        self.faces = {face.name: face(scope, server.url, str(store), config) for face in FACES}
+
+    def face(self, name: str) -> Face:
+        return self.faces[name]
