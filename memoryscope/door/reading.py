@@ -28,6 +28,7 @@ _PAGE = 500
 _SHOWN_RUNS = 10  # the newest runs `status` names
 _PROBE_USER = "\x00memoryscope-readyz"  # a name no user has: counting it reads the store, finds nothing
 _ALL_CHANGES = 1_000_000
+_STATUS_CHANGES = 500  # the newest changes `status` reads for the runs it names (not the whole history)
 # What `get_all` lists when no types are asked for: every memory but an agent's saved state (its
 # message queue and counters: a working copy, not something known about the user).
 _LISTED_BY_DEFAULT = tuple(member for member in MemoryType if member is not MemoryType.AGENT_STATE)
@@ -170,7 +171,7 @@ class ReadingVerbs(DoorBase):
         store = self._require_store()
         who = Scope(caller.user_id, caller.target, caller.write_workspace)
         newest: dict[str, MemoryChange] = {}
-        for change in reversed(store.history(user_name=caller.user_id, limit=_ALL_CHANGES)):
+        for change in store.history(user_name=caller.user_id, limit=_STATUS_CHANGES, newest_first=True):
             if change.run_id and change.workspace == who.workspace and change.target_name == who.target_name:
                 newest.setdefault(change.run_id, change)
         now = self.service.scheduler.status()

@@ -74,13 +74,12 @@ def record_of(node: MemoryNode, language: str, zone: ZoneInfo) -> MemoryRecord:
 
 @dataclass(frozen=True)
 class WriteOutcome:
-    """What a writing verb did: its run (`undo` takes it back), the memories written, the ids
-    asked for that name no memory of the caller's, and a readable summary."""
+    """What a deleting verb did: its run (`undo` takes it back), the ids deleted, the ids asked
+    for that name no memory of the caller's, and a readable summary."""
 
     run_id: str
     operation: str
     result: str
-    records: tuple[MemoryRecord, ...] = ()
     deleted_ids: tuple[str, ...] = ()
     unknown_ids: tuple[str, ...] = ()
     deleted_count: int = 0

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 __all__ = ["record", "forget_content", "query", "HISTORY_MAPPINGS"]
 
 _SORT = [{"seq": "asc"}, {"memory_id": "asc"}]
+_NEWEST_FIRST = [{"seq": "desc"}, {"memory_id": "desc"}]
 _TERMS_PER_QUERY = 10_000  # memory ids in one `terms` query; Elasticsearch allows 65,536 by default
 _KEYWORDS = ("memory_id", "user_name", "target_name", "workspace", "action", "operation", "run_id")
 HISTORY_MAPPINGS: dict[str, Any] = {
@@ -58,20 +59,25 @@ def forget_content(index: EsIndex, memory_ids: Sequence[str]) -> None:
             index.bulk(lines, "forgetting deleted content", target=index.history_name)
 
 
-def query(index: EsIndex, *, memory_id: str | None, user_name: str | None, run_id: str | None, limit: int) -> list[MemoryChange]:
+def query(
+    index: EsIndex, *, memory_id: str | None, user_name: str | None, run_id: str | None, limit: int, newest_first: bool = False
+) -> list[MemoryChange]:
     _ensure_index(index)
     terms = [{"term": {name: value}} for name, value in (("memory_id", memory_id), ("user_name", user_name), ("run_id", run_id))
              if value is not None]  # fmt: skip
     query = {"bool": {"filter": terms}} if terms else {"match_all": {}}
-    return [_change(hit["_source"]) for page in _pages(index, query, limit=limit) for hit in page]
+    pages = _pages(index, query, limit=limit, sort=_NEWEST_FIRST if newest_first else _SORT)
+    return [_change(hit["_source"]) for page in pages for hit in page]
 
 
-def _pages(index: EsIndex, query: dict[str, Any], *, limit: int | None, source: bool = True) -> Iterator[list[dict[str, Any]]]:
-    """The changes `query` finds, oldest first, a page at a time (`EsIndex.pages`; with
-    `memory_id` beside `seq` in the sort no two changes tie, so no page skips one)."""
+def _pages(
+    index: EsIndex, query: dict[str, Any], *, limit: int | None, source: bool = True, sort: list[dict[str, str]] = _SORT
+) -> Iterator[list[dict[str, Any]]]:
+    """The changes `query` finds, oldest first (or in `sort`), a page at a time (`EsIndex.pages`;
+    with `memory_id` beside `seq` in the sort no two changes tie, so no page skips one)."""
 
     def body_of(size: int, after: list[Any] | None) -> dict[str, Any]:
-        body: dict[str, Any] = {"query": query, "sort": _SORT, "size": size}
+        body: dict[str, Any] = {"query": query, "sort": sort, "size": size}
         if not source:
             body["_source"] = False
         if after is not None:

@@ -67,7 +67,13 @@ def forget_content(connection: sqlite3.Connection, memory_ids: Sequence[str]) ->
 
 
 def query(
-    connection: sqlite3.Connection, *, memory_id: str | None, user_name: str | None, run_id: str | None, limit: int
+    connection: sqlite3.Connection,
+    *,
+    memory_id: str | None,
+    user_name: str | None,
+    run_id: str | None,
+    limit: int,
+    newest_first: bool = False,
 ) -> list[MemoryChange]:
     ensure(connection)
     clauses, params = [], []
@@ -76,7 +82,8 @@ def query(
             clauses.append(f"{column} = ?")
             params.append(value)
     where = " AND ".join(clauses) or "1 = 1"
-    rows = connection.execute(f"SELECT {_COLUMNS} FROM memory_history WHERE {where} ORDER BY seq LIMIT ?", (*params, limit))
+    order = "seq DESC" if newest_first else "seq"
+    rows = connection.execute(f"SELECT {_COLUMNS} FROM memory_history WHERE {where} ORDER BY {order} LIMIT ?", (*params, limit))
     return [_change(row) for row in rows.fetchall()]
 
 

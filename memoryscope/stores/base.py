@@ -116,9 +116,16 @@ class MemoryStore(ABC):
 
     @abstractmethod
     def history(
-        self, *, memory_id: str | None = None, user_name: str | None = None, run_id: str | None = None, limit: int = 1000
+        self,
+        *,
+        memory_id: str | None = None,
+        user_name: str | None = None,
+        run_id: str | None = None,
+        limit: int = 1000,
+        newest_first: bool = False,
     ) -> list[MemoryChange]:
-        """The changes recorded for one memory, one user or one run (any mix), oldest first."""
+        """The changes recorded for one memory, one user or one run (any mix), oldest first (the
+        first `limit`), or with `newest_first` the latest `limit`, newest first."""
 
     @abstractmethod
     def record_history(self, changes: Sequence[MemoryChange]) -> None:

@@ -237,9 +237,17 @@ class ElasticsearchMemoryStore(MemoryStore):
         es_history.record(self._index, changes)
 
     def history(
-        self, *, memory_id: str | None = None, user_name: str | None = None, run_id: str | None = None, limit: int = 1000
+        self,
+        *,
+        memory_id: str | None = None,
+        user_name: str | None = None,
+        run_id: str | None = None,
+        limit: int = 1000,
+        newest_first: bool = False,
     ) -> list[MemoryChange]:
-        return es_history.query(self._index, memory_id=memory_id, user_name=user_name, run_id=run_id, limit=limit)
+        return es_history.query(
+            self._index, memory_id=memory_id, user_name=user_name, run_id=run_id, limit=limit, newest_first=newest_first
+        )
 
     def delete_by_filter(self, memory_filter: MemoryFilter, *, change: ChangeSource | None = None) -> int:
         """`_delete_by_query`, refreshed unless `refresh` is "false" (it takes no `wait_for`).

@@ -384,10 +384,18 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
             history.record(connection, changes)
 
     def history(
-        self, *, memory_id: str | None = None, user_name: str | None = None, run_id: str | None = None, limit: int = 1000
+        self,
+        *,
+        memory_id: str | None = None,
+        user_name: str | None = None,
+        run_id: str | None = None,
+        limit: int = 1000,
+        newest_first: bool = False,
     ) -> list[MemoryChange]:
         with self._connections.errors(), self._connections.write_transaction() as connection:  # it may create the table
-            return history.query(connection, memory_id=memory_id, user_name=user_name, run_id=run_id, limit=limit)
+            return history.query(
+                connection, memory_id=memory_id, user_name=user_name, run_id=run_id, limit=limit, newest_first=newest_first
+            )
 
     def reembed(self, *, batch_size: int = 256, progress: Progress | None = None) -> int:
         """Re-embed in a side table, batch by batch (resumable), then switch in one transaction

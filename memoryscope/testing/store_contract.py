@@ -137,10 +137,13 @@ class StoreContract(SearchCases, MetadataCases, WholeStoreCases):
         assert changes[1].before is not None and changes[1].before["content"] == "likes coffee"
         assert [c.seq for c in changes] == sorted(c.seq for c in changes)
         assert [c.memory_id for c in store.history(run_id="run-2")] == ["h1"]
-        store.update("h1", meta={"pinned": True})
+        store.update("h1", change=ChangeSource("pin_memory", "run-4"), meta={"pinned": True})
         [pinned] = store.history(memory_id="h1")[3:]
         assert pinned.action == "updated" and pinned.after is not None and pinned.after["meta"] == {"pinned": True}
+        assert (pinned.operation, pinned.run_id) == ("pin_memory", "run-4")  # an update is kept under its run
         assert len(store.history(user_name="ann")) == 4 and store.history(user_name="bob") == []
+        newest = store.history(user_name="ann", limit=2, newest_first=True)
+        assert [c.run_id for c in newest] == ["run-4", "run-3"]  # the latest two, newest first
 
     def test_recorded_history_keeps_its_times_and_sources(self, store: MemoryStore) -> None:
         brought = MemoryChange("m9", "ann", "created", BASE_TIME, "consolidate_memory", "run-old", after={"content": "x"})
