@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from memoryscope.errors import StoreError
+from memoryscope.history import ChangeSource
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
 from memoryscope.models.base import EmbeddingModel
 from memoryscope.stores import _es_queries
@@ -853,3 +854,17 @@ class TestStoreContractOnFakeServer(ElasticsearchContract):
     @pytest.fixture
     def es_settings(self, server: FakeElasticsearch) -> dict[str, Any]:
         return {"hosts": [server.url]}
+
+
+def test_history_newest_first_sorts_down_and_an_update_keeps_its_run(
+    server: FakeElasticsearch, store: ElasticsearchMemoryStore
+) -> None:
+    store.upsert([node("a")], vectors=np.asarray([E1]), change=ChangeSource("add_memory", "run-1"))
+    store.update("a", change=ChangeSource("pin_memory", "run-2"), meta={"pinned": True})
+    assert [c.run_id for c in store.history(memory_id="a")] == ["run-1", "run-2"]
+    oldest = [r for r in server.requests_to("_search") if r.path.startswith(f"/{INDEX}-history")][-1]
+    assert oldest.body["sort"] == [{"seq": "asc"}, {"memory_id": "asc"}]  # as pinned before
+    newest = store.history(memory_id="a", limit=1, newest_first=True)
+    request = [r for r in server.requests_to("_search") if r.path.startswith(f"/{INDEX}-history")][-1]
+    assert request.body["sort"] == [{"seq": "desc"}, {"memory_id": "desc"}]
+    assert [(c.operation, c.run_id) for c in newest] == [("pin_memory", "run-2")]
