@@ -42,6 +42,7 @@ from memoryscope.chat.prompt import SystemPrompt
 from memoryscope.chat.remember import Ask, TurnStorage
 from memoryscope.chat.streaming import astream_reply, one, stream_reply, with_delta
 from memoryscope.chat.turns import ChatTurn, HistoryStrategy, history_turns, said, turn_messages
+from memoryscope.compat.inputs import caller_inputs
 from memoryscope.context import Message
 from memoryscope.memory import format_time
 from memoryscope.models.base import ChatMessage, GenerationModel
@@ -236,7 +237,10 @@ class ApiMemoryChat:
 
         Inputs are MemoryScope 0.1.x's keywords (`query=`, `memory_id=`, `timestamp=`) or context fields.
         """
-        return self.service.run_as_text(name, role_name or self.user_name, **inputs)
+        door = self._scope.door.for_service(self.service)  # the verbs' limits and ownership, as every face
+        settings = self._scope.config.settings
+        result = door.run(door.caller(role_name or self.user_name), name, **caller_inputs(name, inputs, settings.tzinfo))
+        return result.readable(name, settings.language, settings.tzinfo)
 
     def start_backend_service(self, **_: Any) -> None:
         """MemoryScope 0.1.x: let backend operations run by their triggers (they do unless stopped)."""

@@ -20,6 +20,7 @@ from memoryscope.errors import (
     NotFoundError,
     PermissionDeniedError,
     StoreError,
+    UnknownNameError,
     WorkerError,
 )
 from memoryscope.memory import MemoryNode
@@ -28,7 +29,14 @@ from memoryscope.stores.base import MemoryStore
 from memoryscope.stores.metadata import MetadataCondition, metadata_conditions
 from memoryscope.workflow import RunResult
 
-__all__ = ["DoorBase", "MemoryNotFoundError", "InvalidFilterError", "MEMORYOS_OPERATION", "conditions"]
+__all__ = [
+    "DoorBase",
+    "MemoryNotFoundError",
+    "InvalidFilterError",
+    "UnknownOperationError",
+    "MEMORYOS_OPERATION",
+    "conditions",
+]
 
 # A service with this operation keeps memory MemoryOS's way (`configs/memoryos.yaml`).
 MEMORYOS_OPERATION = "memoryos_add"
@@ -48,6 +56,15 @@ class MemoryNotFoundError(NotFoundError, StoreError):
 
 class InvalidFilterError(InvalidInputError, StoreError):
     """A metadata filter that does not read (the caller's mistake; a `StoreError` too, as it was)."""
+
+
+class UnknownOperationError(UnknownNameError, NotFoundError):
+    """No operation of that name in the service: a config name (with the closest known one) that
+    the faces answer as not found."""
+
+    def __init__(self, service: str, name: str, known: Sequence[str]) -> None:
+        UnknownNameError.__init__(self, f"memory_service.{service}.memory_operations", "operation", name, known)
+        self.code = "unknown_operation"
 
 
 class DoorBase:
@@ -78,6 +95,14 @@ class DoorBase:
         """The same door with other limits (a server given its own `server:` settings)."""
         door = object.__new__(type(self))
         door.__dict__.update(self.__dict__, limits=limits)
+        return door
+
+    def for_service(self: _Door, service: MemoryService) -> _Door:
+        """The same door on another service of the scope (a chat configured with its own)."""
+        if service is self.service:
+            return self
+        door = object.__new__(type(self))
+        door.__dict__.update(self.__dict__, service=service)
         return door
 
     # -- who ---------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
-from memoryscope.door.base import MemoryNotFoundError
+from memoryscope.door.base import MemoryNotFoundError, UnknownOperationError
 from memoryscope.door.caller import ADMIN, WRITE, Caller
 from memoryscope.door.inputs import MessagesIn, aware, checked_metadata, messages_of
 from memoryscope.door.limits import Limits
@@ -146,9 +146,7 @@ class Door(ReadingVerbs):
         if operation == "delete_all" and not caller.named:
             raise InvalidInputError("delete_all deletes every memory of one user: name the user (user_id=, --user)")
         if operation not in self.service.operations:
-            known = ", ".join(self.service.operations)
-            message = f"no operation {operation!r} in memory_service.{self.service.name}; known: {known}"
-            raise NotFoundError(message, code="unknown_operation")
+            raise UnknownOperationError(self.service.name, operation, list(self.service.operations))
         query = inputs.get("query", "")
         if query:
             self.limits.check_text(query, "query")
