@@ -21,6 +21,7 @@ __all__ = [
     "UnknownNameError",
     "WorkerError",
     "StoreError",
+    "StoreConflict",
     "ModelError",
     "InvalidInputError",
     "TooLargeError",
@@ -129,6 +130,15 @@ class NotFoundError(MemoryScopeError, LookupError):
 
 class PermissionDeniedError(MemoryScopeError, PermissionError):
     """The caller may not do this (a read-only caller asked to write, an admin verb without admin)."""
+
+
+class StoreConflict(StoreError):
+    """A compare-and-set write found the memory changed since it was read (by another process or
+    thread): nothing was written; read again and redo the change."""
+
+    def __init__(self, message: str, memory_ids: Sequence[str] = ()) -> None:
+        super().__init__(message)
+        self.memory_ids = tuple(memory_ids)
 
 
 class ModelError(MemoryScopeError):

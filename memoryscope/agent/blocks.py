@@ -17,8 +17,11 @@ node, and the store keeps each version in its history (`MemoryStore.history`), w
 Block nodes are stored with a zero vector: nothing searches them (retrieval names the types it
 reads), an edit costs no embedding call, and an empty block is no input for an embedding API
 (remote ones refuse empty text). Reads always go to the store, so an edit made elsewhere (the
-memory API, another process) shows in the next prompt; edits through one `CoreMemory` are
-serialised by its lock, but two objects editing the same block at once may lose one edit.
+memory API, another process) shows in the next prompt. Every write is a compare-and-set on the
+block as it was read (`MemoryStore.upsert(expected=...)`): when another process or another
+`CoreMemory` changed the block meanwhile, the edit is applied again to what that one wrote, so
+two agents editing one block never lose an edit (a `replace` whose text is gone by then is
+refused, as it would be had it come second).
 """
 
 from __future__ import annotations
@@ -26,13 +29,13 @@ from __future__ import annotations
 import re
 import threading
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
 
-from memoryscope.errors import MemoryScopeError, closest
+from memoryscope.errors import MemoryScopeError, StoreConflict, closest
 from memoryscope.history import ChangeSource
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType, utc_now
 from memoryscope.stores.base import MemoryStore
@@ -43,6 +46,9 @@ _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
 _ID_NAMESPACE = uuid.UUID("9a4f6c1e-2b7d-5e3a-8c0f-6d1b2a7e9c41")
 # the versions history() lists at most: Elasticsearch's default `max_result_window` (one search)
 _MAX_VERSIONS = 10_000
+# A block edit is a compare-and-set; this many tries while other processes keep changing the block
+_EDIT_ATTEMPTS = 8
+_KEPT_CHANGING = "core memory block {names} kept changing under this edit (other agents write it); try again"
 
 
 @dataclass(frozen=True)
@@ -168,10 +174,7 @@ class CoreMemory:
         """Add `content` to block `name` on a new line (MemGPT's `core_memory_append`)."""
         if not isinstance(content, str) or not content.strip():
             raise BlockError(f'nothing to append to core memory block "{name}": give the text to add')
-        with self._lock:
-            node = self._node(name)
-            value = f"{node.content}\n{content}" if node.content else content
-            return self._write(name, node, value, "core_memory_append")
+        return self._edit(name, lambda text: f"{text}\n{content}" if text else content, "core_memory_append")
 
     def replace(self, name: str, old_content: str, new_content: str) -> Block:
         """Replace every occurrence of `old_content` in block `name` with `new_content`
@@ -181,26 +184,24 @@ class CoreMemory:
             raise BlockError(f'core memory block "{name}": say which text to replace (old_content is empty)')
         if not isinstance(new_content, str):
             raise BlockError(f'core memory block "{name}": new_content must be text ("" deletes old_content)')
-        with self._lock:
-            node = self._node(name)
-            if old_content not in node.content:
+
+        def replaced(value: str) -> str:
+            if old_content not in value:
                 raise BlockError(
                     f'core memory block "{name}" does not contain {_quoted(old_content)}: '
                     "copy the text to replace exactly as the block shows it"
                 )
-            value = node.content
             if not new_content and "\n" not in old_content:
-                lines = value.split("\n")
-                value = "\n".join(line for line in lines if line != old_content)
-            value = value.replace(old_content, new_content)
-            return self._write(name, node, value, "core_memory_replace")
+                value = "\n".join(line for line in value.split("\n") if line != old_content)
+            return value.replace(old_content, new_content)
+
+        return self._edit(name, replaced, "core_memory_replace")
 
     def set(self, name: str, value: str) -> Block:
         """Make `value` the whole text of block `name` (restoring a checkpoint, rewriting a block)."""
         if not isinstance(value, str):
             raise BlockError(f'core memory block "{name}": the value must be text')
-        with self._lock:
-            return self._write(name, self._node(name), value, "core_memory_set")
+        return self._edit(name, lambda _: value, "core_memory_set")
 
     def set_many(self, values: Mapping[str, str]) -> dict[str, Block]:
         """Set several blocks in one write (all or none): every value is checked first. Names that
@@ -208,17 +209,23 @@ class CoreMemory:
         unknown = [name for name in values if name not in self._specs]
         if unknown:
             self._spec(unknown[0])
+        for name, value in values.items():
+            if not isinstance(value, str):
+                raise BlockError(f'core memory block "{name}": the value must be text')
         with self._lock:
-            nodes = self._nodes()
-            changed: dict[str, MemoryNode] = {}
-            for name, value in values.items():
-                if not isinstance(value, str):
-                    raise BlockError(f'core memory block "{name}": the value must be text')
-                self._check(name, nodes[name].content, value)
-                if value != nodes[name].content:
-                    changed[name] = self._changed(name, nodes[name], value)
-            self._upsert(list(changed.values()), "core_memory_set")
-            return {name: self._block(name, changed.get(name, node)) for name, node in nodes.items()}
+            for _ in range(_EDIT_ATTEMPTS):
+                nodes = self._nodes()
+                changed: dict[str, MemoryNode] = {}
+                for name, value in values.items():
+                    self._check(name, nodes[name].content, value)
+                    if value != nodes[name].content:
+                        changed[name] = self._changed(name, nodes[name], value)
+                try:
+                    self._upsert(list(changed.values()), "core_memory_set", read=nodes)
+                except StoreConflict:
+                    continue  # another process changed a block meanwhile: set them over what it wrote
+                return {name: self._block(name, changed.get(name, node)) for name, node in nodes.items()}
+        raise BlockError(_KEPT_CHANGING.format(names=", ".join(f'"{name}"' for name in values)))
 
     # -- pieces -------------------------------------------------------------------------------------
 
@@ -248,7 +255,14 @@ class CoreMemory:
             else:
                 missing.append(self._new_node(self._specs[name]))
                 nodes[name] = missing[-1]
-        self._upsert(missing, "core_memory_create")
+        if missing:
+            try:
+                self.store.upsert(
+                    missing, vectors=np.zeros((len(missing), int(self.store.dimension)), dtype=np.float32),
+                    change=ChangeSource("core_memory_create"), expected=dict.fromkeys(node.memory_id for node in missing),
+                )  # fmt: skip
+            except StoreConflict:
+                return self._nodes()  # another process made them meanwhile: take what it wrote
         return nodes
 
     def _check_owner(self, node: MemoryNode) -> None:
@@ -276,13 +290,24 @@ class CoreMemory:
             meta={"limit": spec.limit},
         )
 
-    def _write(self, name: str, node: MemoryNode, value: str, operation: str) -> Block:
-        self._check(name, node.content, value)
-        if value == node.content:
-            return self._block(name, node)
-        changed = self._changed(name, node, value)
-        self._upsert([changed], operation)
-        return self._block(name, changed)
+    def _edit(self, name: str, edit: Callable[[str], str], operation: str) -> Block:
+        """Apply `edit` to block `name`'s text and write it, as a compare-and-set: if another
+        process changed the block since it was read, read it again and apply the edit to that, so
+        neither edit is lost."""
+        with self._lock:
+            for _ in range(_EDIT_ATTEMPTS):
+                node = self._node(name)
+                value = edit(node.content)
+                self._check(name, node.content, value)
+                if value == node.content:
+                    return self._block(name, node)
+                changed = self._changed(name, node, value)
+                try:
+                    self._upsert([changed], operation, read={name: node})
+                except StoreConflict:
+                    continue
+                return self._block(name, changed)
+        raise BlockError(_KEPT_CHANGING.format(names=f'"{name}"'))
 
     def _check(self, name: str, old: str, new: str) -> None:
         limit = self._specs[name].limit
@@ -297,10 +322,13 @@ class CoreMemory:
         limit = self._specs[name].limit
         return node.replace(key=name, content=value, updated_at=utc_now(), meta={**node.meta, "limit": limit})
 
-    def _upsert(self, nodes: list[MemoryNode], operation: str) -> None:
+    def _upsert(self, nodes: list[MemoryNode], operation: str, read: Mapping[str, MemoryNode] | None = None) -> None:
+        """Write `nodes` with zero vectors; with `read`, only over the blocks as they were read
+        (`StoreConflict` when one changed since)."""
         if nodes:
             zeros = np.zeros((len(nodes), int(self.store.dimension)), dtype=np.float32)
-            self.store.upsert(nodes, vectors=zeros, change=ChangeSource(operation))
+            expected = None if read is None else {node.memory_id: node.updated_at for node in read.values()}
+            self.store.upsert(nodes, vectors=zeros, change=ChangeSource(operation), expected=expected)
 
     def _block(self, name: str, node: MemoryNode) -> Block:
         return Block(name, node.content, self._specs[name].limit, node.updated_at)

@@ -8,6 +8,7 @@ atomic: a partly failed batch raises `BulkWriteError` naming what failed and wha
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,7 +20,7 @@ from memoryscope.stores import _es_history as es_history
 from memoryscope.stores import _es_queries as queries
 from memoryscope.stores._es_index import EsIndex, version_guard
 from memoryscope.stores._es_metadata import META_INDEX_FIELD, require_filled
-from memoryscope.stores.base import MemoryFilter, required_ids, unmet_requirements
+from memoryscope.stores.base import MemoryFilter, conflict_error, conflicting, required_ids, unmet_requirements
 
 if TYPE_CHECKING:
     from memoryscope.stores.elasticsearch_store import ElasticsearchMemoryStore
@@ -46,12 +47,18 @@ def upsert(
     vectors: np.ndarray | None,
     requires: Mapping[str, Collection[str]] | None = None,
     change: ChangeSource | None = None,
+    expected: Mapping[str, datetime | None] | None = None,
 ) -> list[str]:
     """Index the nodes (create or replace). Not atomic: see `BulkWriteError`.
 
     With `requires`, the required memories are read before the write and again after it: a node
     whose requirements are gone before is not sent, and one whose requirements went while it
     was written is deleted again (Elasticsearch has no transaction to hold both in one step).
+
+    With `expected`, each node it names is written only as it was read: the stored `updated_at`
+    is compared first (a mismatch writes nothing), and the write itself is guarded by the version
+    read (`if_seq_no`; a `create` for a memory expected absent), so a change in between fails
+    that node with a conflict (`StoreConflict`).
     """
     nodes = list(nodes)
     for node in nodes:
@@ -74,7 +81,10 @@ def upsert(
     ]
     written = [node for node in nodes if node.memory_id not in dropped]
     before = {node.memory_id: node for node in store.get([node.memory_id for node in written])}
-    _bulk_index(index, documents)
+    if expected:
+        _guarded_index(index, documents, expected)
+    else:
+        _bulk_index(index, documents)
     es_history.record(index, changes_of_write(before, written, change))
     if requires:
         late = unmet_requirements(requires, present_ids(index, required_ids(requires))) - dropped
@@ -82,6 +92,26 @@ def upsert(
             delete(store, index, sorted(late))
             dropped |= late
     return [node.memory_id for node in nodes if node.memory_id in dropped]
+
+
+def _guarded_index(index: EsIndex, documents: list[dict[str, Any]], expected: Mapping[str, datetime | None]) -> None:
+    """Index `documents` as compare-and-set writes (one bulk: compare-and-set is for a few memories)."""
+    ids = list(dict.fromkeys([*(document["memory_id"] for document in documents), *expected]))
+    docs = {doc["_id"]: doc for doc in index.mget(ids, "reading the memories to compare") if doc.get("found")}
+    stored = {memory_id: queries.document_to_node(doc["_source"]) for memory_id, doc in docs.items()}
+    wrong = conflicting(expected, stored)
+    if wrong:
+        raise conflict_error(wrong, index.where("compare-and-set"))
+    lines: list[dict[str, Any]] = []
+    for document in documents:
+        memory_id = document["memory_id"]
+        current = docs.get(memory_id)
+        guard = {"_id": memory_id, **version_guard(current)} if current is not None else {"_id": memory_id}
+        lines += [{"index": guard} if current is not None else {"create": guard}, dict(document)]
+    results = index.bulk_results([document["memory_id"] for document in documents], lines, "compare-and-set upsert")
+    failed = index.failures(results)
+    if failed:
+        raise conflict_error(sorted(failed), index.where("compare-and-set"))
 
 
 def present_ids(index: EsIndex, memory_ids: Sequence[str]) -> set[str]:

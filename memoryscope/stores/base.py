@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from memoryscope.errors import StoreError
+from memoryscope.errors import StoreConflict, StoreError
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
 from memoryscope.registry import Registry
 from memoryscope.stores.metadata import MetadataCondition
@@ -82,9 +82,14 @@ class MemoryStore(ABC):
         *,
         requires: Mapping[str, Collection[str]] | None = None,
         change: ChangeSource | None = None,
+        expected: Mapping[str, datetime | None] | None = None,
     ) -> list[str]:
         """Insert or replace `nodes` atomically: all land or none do. Each change is kept in the
         history (`history()`), with `change` saying which operation and run made it.
+
+        `expected` makes the write a compare-and-set: for each id it names, the stored memory's
+        `updated_at` must be that time (None: no memory has the id yet), else `StoreConflict`
+        and nothing is written (see `conflicting`).
 
         Vectors: the given rows, else the stored vector when the content is unchanged, else
         the embedding model's passage vector.
@@ -230,6 +235,22 @@ class MemoryStore(ABC):
 
 
 STORES: Registry[type[MemoryStore]] = Registry("memory store", MemoryStore, ("memoryscope.stores",))
+
+
+def conflicting(expected: Mapping[str, datetime | None], stored: Mapping[str, MemoryNode]) -> list[str]:
+    """The ids whose stored memory is not as `expected` says (its `updated_at`, or absent for None)."""
+    wrong = []
+    for memory_id, updated_at in expected.items():
+        node = stored.get(memory_id)
+        if (None if node is None else node.updated_at) != updated_at:
+            wrong.append(memory_id)
+    return wrong
+
+
+def conflict_error(memory_ids: Sequence[str], where: str) -> StoreConflict:
+    shown = ", ".join(memory_ids[:5]) + (" ..." if len(memory_ids) > 5 else "")
+    message = f"{where}: memories {shown} changed since they were read; nothing was written, read them again"
+    return StoreConflict(message, memory_ids)
 
 
 def unmet_requirements(requires: Mapping[str, Collection[str]], present: Collection[str]) -> set[str]:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Collection, Iterator, Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
@@ -215,10 +216,11 @@ class ElasticsearchMemoryStore(MemoryStore):
         *,
         requires: Mapping[str, Collection[str]] | None = None,
         change: ChangeSource | None = None,
+        expected: Mapping[str, datetime | None] | None = None,
     ) -> list[str]:
-        """Index the nodes (create or replace). Not atomic: see `BulkWriteError`; `requires`: see
-        `MemoryStore.upsert` and `_es_writes.upsert`."""
-        return writes.upsert(self, self._index, nodes, vectors, requires, change)
+        """Index the nodes (create or replace). Not atomic: see `BulkWriteError`; `requires` and
+        `expected`: see `MemoryStore.upsert` and `_es_writes.upsert`."""
+        return writes.upsert(self, self._index, nodes, vectors, requires, change, expected)
 
     def update(self, memory_id: str, *, change: ChangeSource | None = None, **changes: Any) -> MemoryNode:
         """Change fields of one node; `updated_at` becomes now unless given.

@@ -32,6 +32,7 @@ import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,8 @@ from memoryscope.stores.base import (
     STORES,
     MemoryFilter,
     MemoryStore,
+    conflict_error,
+    conflicting,
     required_ids,
     unit_rows,
     unmet_requirements,
@@ -213,6 +216,7 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
         *,
         requires: Mapping[str, Collection[str]] | None = None,
         change: ChangeSource | None = None,
+        expected: Mapping[str, datetime | None] | None = None,
     ) -> list[str]:
         nodes = list(nodes)
         for node in nodes:
@@ -241,6 +245,11 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
                 dropped = unmet_requirements(requires, self._present(connection, required_ids(requires))) if requires else set()
                 kept = [index for index, node in enumerate(nodes) if node.memory_id not in dropped]
                 before = self._stored(connection, [nodes[index].memory_id for index in kept])
+                if expected:  # compare-and-set: checked in the write transaction, so nothing lands between
+                    checked = before | self._stored(connection, [key for key in expected if key not in before])
+                    wrong = conflicting(expected, checked)
+                    if wrong:
+                        raise conflict_error(wrong, str(self.path))
                 self._write_rows(
                     connection,
                     [nodes[index] for index in kept],

@@ -9,7 +9,7 @@ answer (SQL, numpy masks, Elasticsearch queries) is checked against an independe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -216,10 +216,15 @@ class ContractHelpers:
         self.dimension = int(embedding_model.dimension)  # pytest makes one instance per test
 
     def upsert_with_random_vectors(
-        self, store: MemoryStore, nodes: Sequence[MemoryNode], seed: int = 0, change: ChangeSource | None = None
+        self,
+        store: MemoryStore,
+        nodes: Sequence[MemoryNode],
+        seed: int = 0,
+        change: ChangeSource | None = None,
+        expected: Mapping[str, datetime | None] | None = None,
     ) -> np.ndarray:
         vectors = unit_vectors(len(nodes), self.dimension, seed)
-        store.upsert(nodes, vectors=vectors, change=change)
+        store.upsert(nodes, vectors=vectors, change=change, expected=expected)
         return vectors
 
     def upsert_sentences(self, store: MemoryStore, sentences: dict[str, str], user_name: str = "ann") -> dict[str, MemoryNode]:

@@ -31,7 +31,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from memoryscope.errors import StoreError
+from memoryscope.errors import StoreConflict, StoreError
 from memoryscope.history import ChangeSource, MemoryChange
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
 from memoryscope.models.base import EmbeddingModel
@@ -144,6 +144,23 @@ class StoreContract(SearchCases, MetadataCases, WholeStoreCases):
         assert len(store.history(user_name="ann")) == 4 and store.history(user_name="bob") == []
         newest = store.history(user_name="ann", limit=2, newest_first=True)
         assert [c.run_id for c in newest] == ["run-4", "run-3"]  # the latest two, newest first
+
+    def test_an_expected_write_is_a_compare_and_set(self, store: MemoryStore) -> None:
+        """`expected` writes a node only as it was read: a stale `updated_at`, or a node expected
+        absent that exists, writes nothing of the batch (StoreConflict naming the ids)."""
+        first = make_node("one", memory_id="cas")
+        self.upsert_with_random_vectors(store, [first], expected={"cas": None})  # created: none was there
+        [read] = store.get(["cas"])
+        later = read.replace(content="two", updated_at=read.updated_at + timedelta(seconds=1))
+        self.upsert_with_random_vectors(store, [later], expected={"cas": read.updated_at})
+        stale = read.replace(content="three", updated_at=read.updated_at + timedelta(seconds=2))
+        other = make_node("beside", memory_id="cas-other")
+        with pytest.raises(StoreConflict) as raised:
+            self.upsert_with_random_vectors(store, [stale, other], expected={"cas": read.updated_at, "cas-other": None})
+        assert raised.value.memory_ids == ("cas",)
+        assert [n.content for n in store.get(["cas"])] == ["two"] and store.get(["cas-other"]) == []
+        with pytest.raises(StoreConflict):
+            self.upsert_with_random_vectors(store, [first], expected={"cas": None})  # it exists now
 
     def test_recorded_history_keeps_its_times_and_sources(self, store: MemoryStore) -> None:
         brought = MemoryChange("m9", "ann", "created", BASE_TIME, "consolidate_memory", "run-old", after={"content": "x"})

@@ -3,14 +3,16 @@ edited within their limits, persisted, isolated per user, with every version in 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from memoryscope.agent.blocks import BlockError, BlockSpec, CoreMemory, block_id
-from memoryscope.memory import MemoryType
+from memoryscope.memory import MemoryNode, MemoryType
 from memoryscope.models.embedding.local_embedding import LocalEmbedding
 from memoryscope.stores.base import MemoryFilter
 from memoryscope.stores.sqlite_store import SqliteMemoryStore
@@ -189,3 +191,77 @@ def test_specs_are_checked() -> None:
         BlockSpec("human", 0)
     with pytest.raises(ValueError, match="over the limit of 5"):
         BlockSpec("human", 5, "too long")
+
+
+class _WritesBetween:
+    """A store through which one `CoreMemory` reads: right after its first read of the blocks,
+    `meanwhile` runs (another process editing the same block), then its own write follows."""
+
+    def __init__(self, store: SqliteMemoryStore, meanwhile: Callable[[], object]) -> None:
+        self._store = store
+        self._meanwhile: Callable[[], object] | None = meanwhile
+
+    def get(self, memory_ids: list[str]) -> list[MemoryNode]:
+        found = self._store.get(memory_ids)
+        run, self._meanwhile = self._meanwhile, None
+        if run is not None and found:
+            run()
+        return found
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def test_an_edit_made_meanwhile_by_another_process_is_not_lost(db_path: Path, local_embedding: LocalEmbedding) -> None:
+    specs = (BlockSpec("human", 400),)
+    with (
+        SqliteMemoryStore(path=db_path, embedding_model=local_embedding) as first,
+        SqliteMemoryStore(path=db_path, embedding_model=local_embedding) as second,
+    ):
+        CoreMemory(first, "ann", specs).append("human", "Ann plays the guitar.")
+        other = CoreMemory(second, "ann", specs)
+        racing = CoreMemory(_WritesBetween(first, lambda: other.append("human", "Ann keeps bees.")), "ann", specs)  # type: ignore[arg-type]
+        racing.append("human", "Ann lives in Kyoto.")
+        value = CoreMemory(first, "ann", specs).get("human").value
+    assert value.split("\n") == ["Ann plays the guitar.", "Ann keeps bees.", "Ann lives in Kyoto."]
+
+
+def test_a_replace_whose_text_went_meanwhile_is_refused_and_writes_nothing(
+    db_path: Path, local_embedding: LocalEmbedding
+) -> None:
+    specs = (BlockSpec("human", 400),)
+    with (
+        SqliteMemoryStore(path=db_path, embedding_model=local_embedding) as first,
+        SqliteMemoryStore(path=db_path, embedding_model=local_embedding) as second,
+    ):
+        CoreMemory(first, "ann", specs).append("human", "Ann plays the guitar.")
+        other = CoreMemory(second, "ann", specs)
+        racing = CoreMemory(
+            _WritesBetween(first, lambda: other.replace("human", "guitar", "cello")), "ann", specs  # type: ignore[arg-type]
+        )
+        with pytest.raises(BlockError, match="does not contain"):
+            racing.replace("human", "guitar", "drums")
+        assert CoreMemory(first, "ann", specs).get("human").value == "Ann plays the cello."
+
+
+def test_agents_appending_to_one_block_at_once_keep_every_line(db_path: Path, local_embedding: LocalEmbedding) -> None:
+    specs = (BlockSpec("human", 4000),)
+    with SqliteMemoryStore(path=db_path, embedding_model=local_embedding) as opened:
+        CoreMemory(opened, "ann", specs).get("human")  # the block exists before the race
+    stores = [SqliteMemoryStore(path=db_path, embedding_model=local_embedding) for _ in range(4)]
+    try:
+        def agent(number: int) -> None:
+            core = CoreMemory(stores[number], "ann", specs)
+            for line in range(5):
+                core.append("human", f"agent {number} line {line}")
+
+        workers = [threading.Thread(target=agent, args=(number,)) for number in range(4)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(timeout=60)
+        value = CoreMemory(stores[0], "ann", specs).get("human").value
+    finally:
+        for store in stores:
+            store.close()
+    assert sorted(value.split("\n")) == sorted(f"agent {n} line {i}" for n in range(4) for i in range(5))

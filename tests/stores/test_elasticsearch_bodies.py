@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pytest
 
-from memoryscope.errors import StoreError
+from memoryscope.errors import StoreConflict, StoreError
 from memoryscope.history import ChangeSource
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
 from memoryscope.models.base import EmbeddingModel
@@ -868,3 +868,20 @@ def test_history_newest_first_sorts_down_and_an_update_keeps_its_run(
     request = [r for r in server.requests_to("_search") if r.path.startswith(f"/{INDEX}-history")][-1]
     assert request.body["sort"] == [{"seq": "desc"}, {"memory_id": "desc"}]
     assert [(c.operation, c.run_id) for c in newest] == [("pin_memory", "run-2")]
+
+
+def test_an_expected_upsert_creates_or_writes_guarded_by_the_version_read(
+    server: FakeElasticsearch, store: ElasticsearchMemoryStore
+) -> None:
+    store.upsert([node("a")], vectors=np.asarray([E1]), expected={"a": None})
+    assert [line for line in last(server, "_bulk").body if "memory_id" not in line] == [{"create": {"_id": "a"}}]
+    [read] = store.get(["a"])
+    changed = node("a", "likes oolong tea", updated_at=T0 + timedelta(days=1))
+    store.upsert([changed], vectors=np.asarray([E2]), expected={"a": read.updated_at})
+    [action] = [line for line in last(server, "_bulk").body if "memory_id" not in line]
+    assert action == {"index": {"_id": "a", "if_seq_no": 1, "if_primary_term": 1}}  # the version read: the first write
+    bulks = len(server.requests_to("_bulk"))
+    with pytest.raises(StoreConflict) as raised:  # read before the last write: nothing is sent
+        store.upsert([node("a", "likes coffee")], vectors=np.asarray([E3]), expected={"a": read.updated_at})
+    assert raised.value.memory_ids == ("a",) and len(server.requests_to("_bulk")) == bulks
+    assert [n.content for n in store.get(["a"])] == ["likes oolong tea"]
