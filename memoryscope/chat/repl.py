@@ -83,7 +83,7 @@ class ChatRepl:
         self.assume_yes = assume_yes
         self.sleep = sleep
         self.lines_run = 0  # non-empty lines handled
-        self.last_failure: BaseException | None = None  # the error of the last line that failed
+        self.last_exit_code = 0  # the exit code of the last line that failed (not the error: its traceback holds streams open)
         self.failures = 0
         self.commands = self._conversation_commands()
         for name, operation in chat.service.operations.items():
@@ -97,7 +97,7 @@ class ChatRepl:
         the last failure (the door's table), so a script sees it."""
         status = self._read_lines()
         if status == 0 and not self.interactive and self.lines_run and self.failures == self.lines_run:
-            return failure_of(self.last_failure).exit_code if self.last_failure else status
+            return self.last_exit_code
         return status
 
     def _read_lines(self) -> int:
@@ -153,7 +153,7 @@ class ChatRepl:
 
     def _failed(self, error: BaseException) -> None:
         self.failures += 1
-        self.last_failure = error
+        self.last_exit_code = failure_of(error).exit_code
 
     def say(self, text: str = "", end: str = "\n") -> None:
         """Print `text`: memories, replies and errors may carry escape codes, shown here as

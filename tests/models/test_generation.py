@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib.util
 import os
 import subprocess
@@ -101,6 +102,28 @@ def test_stream_chat_yields_the_reply_in_pieces(model: OpenAILikeGeneration, ser
         server.requests[0].prompt_tokens,
         server.requests[0].completion_tokens,
     )
+
+
+def test_a_stream_closed_early_leaves_no_client_stream_to_the_garbage_collector(model: OpenAILikeGeneration) -> None:
+    """The client's stream sits in a reference cycle; left to the collector, its finaliser closes
+    the HTTP response under the connection pool's lock at a random moment (a hang when that moment
+    is inside a section holding the lock). Closing our stream early frees it there and then."""
+
+    def client_streams() -> int:
+        kinds = (type(item) for item in gc.get_objects())
+        return sum(1 for kind in kinds if kind.__name__ == "Stream" and kind.__module__.startswith("openai"))
+
+    gc.collect()
+    gc.disable()
+    try:
+        before = client_streams()
+        stream = model.stream_chat(MESSAGES)
+        assert next(stream)
+        stream.close()  # the caller stops reading (Ctrl-C, a closed connection)
+        del stream
+        assert client_streams() == before
+    finally:
+        gc.enable()
 
 
 def test_stream_without_usage_is_estimated(server: FakeOpenAIServer, fast_retry: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ Subclasses only build the LlamaIndex LLM. This class:
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import time
@@ -133,6 +134,7 @@ class LlamaIndexGeneration(GenerationModel):
         started = time.perf_counter()
         tally = _StreamTally()
         stream: Any = None
+        stopped_early = False
         try:
             stream, response = self._caller.call(lambda: self._attempt(open_stream))
             while response is not None:
@@ -143,10 +145,18 @@ class LlamaIndexGeneration(GenerationModel):
             tally.failed = False
         except GeneratorExit:  # the caller stopped reading: not a failure
             tally.failed = False
+            stopped_early = True
             raise
         finally:
             if stream is not None:
                 stream.close()  # releases the HTTP response when the caller stopped early
+                if stopped_early:
+                    # The client's own stream is left in a reference cycle, which only the garbage
+                    # collector frees; its finaliser closes the HTTP response under the connection
+                    # pool's lock. Collected at a random later moment, that can be inside a section
+                    # holding the same (non-reentrant) lock, and the process hangs. Collect it now,
+                    # here, where no lock of the pool is held.
+                    gc.collect()
             tally.record(self.usage, messages, time.perf_counter() - started)
 
     async def astream_chat(self, messages: Sequence[ChatMessage], **options: Any) -> AsyncIterator[str]:
