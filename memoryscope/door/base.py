@@ -167,9 +167,6 @@ class DoorBase:
             return store.scan(caller.memory_filter(status=None, memory_ids=tuple(ids), any_target=True), limit=len(ids))
         return [node for node in store.get(ids) if caller.reach.permits(node.user_name, node.workspace)]
 
-    def _exists(self, memory_id: str) -> bool:
-        return bool(self._require_store().get([memory_id]))
-
     def _owned(self, caller: Caller, memory_id: str) -> tuple[Caller, MemoryNode]:
         """The caller's memory with this id and the caller acting as its owner; not found otherwise."""
         if not isinstance(memory_id, str) or not memory_id.strip():

@@ -155,10 +155,13 @@ class Door(ReadingVerbs):
         for text in inputs.get("new_memories", ()):
             self.limits.check_text(text, "text")
         if inputs.get("memory_ids"):
-            known_ids = {node.memory_id for node in self._reachable(caller, list(inputs["memory_ids"]))}
-            for memory_id in inputs["memory_ids"]:
-                if memory_id not in known_ids and self._exists(memory_id):
-                    raise MemoryNotFoundError(memory_id)
+            # another user's memory is not found (no such id is left to the worker, which reports it)
+            asked = list(inputs["memory_ids"])
+            known_ids = {node.memory_id for node in self._reachable(caller, asked)}
+            others = [memory_id for memory_id in asked if memory_id not in known_ids]
+            foreign = [node.memory_id for node in self._require_store().get(others)] if others else []
+            if foreign:
+                raise MemoryNotFoundError(foreign[0])
         if inputs.get("query_time") is not None:
             inputs["query_time"] = aware(inputs["query_time"], self.settings.tzinfo)
         return self._run(caller, operation, operation, **inputs)
