@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from memoryscope.errors import MemoryScopeError
-from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType, utc_now
+from memoryscope.memory import MemoryNode, MemoryStatus, utc_now
 
 if TYPE_CHECKING:
     from memoryscope.stores.base import MemoryStore
@@ -124,8 +124,6 @@ def changes_of_write(
     at = at or utc_now()
     changes = []
     for node in written:
-        if node.memory_type is MemoryType.AGENT_STATE:
-            continue  # an agent's working state, saved every turn: its checkpoints are the way back, not history
         old = before.get(node.memory_id)
         if old is not None and _same(old, node):
             continue  # nothing a person would call a change (only `updated_at` moved)

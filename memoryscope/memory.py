@@ -8,11 +8,14 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
+
+from memoryscope.memory_types import MemoryType
 
 __all__ = [
     "MemoryNode",
     "MemoryType",
+    "MemoryTypeName",
     "MemoryStatus",
     "new_memory_id",
     "format_time",
@@ -26,29 +29,9 @@ __all__ = [
 ]
 
 
-class MemoryType(str, Enum):
-    CONVERSATION = "conversation"
-    OBSERVATION = "observation"
-    OBS_CUSTOMIZED = "obs_customized"
-    INSIGHT = "insight"
-    # A MemGPT-style agent's own records (`memoryscope.agent`). Retrieval, consolidation and
-    # reflection name the types they read, so they never see these. New members go last: the
-    # SQLite matrix cache numbers the types in this order.
-    CORE_MEMORY = "core_memory"  # one per core memory block: `key` its name, `content` its text
-    AGENT_STATE = "agent_state"  # `key` "state" (the live state) or "checkpoint:NAME"; JSON in `meta`
-    # MemoryOS's tiers (`configs/memoryos.yaml`, workers `memoryos_*`); see `workers/_memoryos.py`.
-    MEMORYOS_PAGE = "memoryos_page"  # one question-answer turn; meta: tier short|mid, segment id
-    MEMORYOS_SEGMENT = "memoryos_segment"  # a mid-term topic: content its summary; meta: keywords, heat inputs
-    MEMORYOS_PROFILE = "memoryos_profile"  # the one evolving user profile per user, target and workspace
-    MEMORYOS_KNOWLEDGE = "memoryos_knowledge"  # a long-term fact: `key` "user" or "assistant"; meta: last used
-
-
-# Every memory type's name: what listings and schemas offer (REST, MCP), one place.
-MEMORY_TYPE_NAMES: tuple[str, ...] = tuple(member.value for member in MemoryType)
-if TYPE_CHECKING:
-    MemoryTypeName = str
-else:
-    MemoryTypeName = Literal[MEMORY_TYPE_NAMES]  # a schema's enum of MEMORY_TYPE_NAMES
+# Which type a memory is: a registry open to every capability (`memoryscope.memory_types`).
+# The name of a type in a schema (REST, MCP): checked against the registry when a request comes.
+MemoryTypeName = MemoryType
 
 
 class MemoryStatus(str, Enum):
@@ -257,6 +240,9 @@ class MemoryNode:
         if unknown:
             raise ValueError(f"unknown memory fields {unknown}; known: {sorted(known)}")
         values = dict(data)
+        if isinstance(values.get("memory_type"), str) and values["memory_type"]:
+            # as written: a type registered by a capability not loaded in this process is still read
+            values["memory_type"] = MemoryType.stored(values["memory_type"])
         for name in ("created_at", "updated_at", "event_time", "message_time", "last_accessed_at"):
             if isinstance(values.get(name), str):
                 values[name] = datetime.fromisoformat(values[name])

@@ -29,7 +29,7 @@ from memoryscope.app import MemoryScope
 from memoryscope.config import load_config
 from memoryscope.door import Message, RunResult, parse_time
 from memoryscope.errors import MemoryScopeError
-from memoryscope.memory import MemoryType, utc_now
+from memoryscope.memory import utc_now
 from memoryscope.models.base import ChatMessage
 
 __all__ = ["Memoryos"]
@@ -166,8 +166,8 @@ class Memoryos:
         long_term = context.long_term_recall
         return {
             "text": context.result,
-            "profile": next((node.content for node in long_term if node.memory_type is MemoryType.MEMORYOS_PROFILE), ""),
-            "knowledge": [node.to_dict() for node in long_term if node.memory_type is MemoryType.MEMORYOS_KNOWLEDGE],
+            "profile": next((node.content for node in long_term if node.memory_type == "memoryos_profile"), ""),
+            "knowledge": [node.to_dict() for node in long_term if node.memory_type == "memoryos_knowledge"],
             "mid_term": [node.to_dict() for node in context.mid_term_recall],
             "short_term": [node.to_dict() for node in context.short_term_recall],
         }

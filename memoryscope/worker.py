@@ -58,6 +58,10 @@ class Worker(ABC):
     optional_reads: ClassVar[tuple[str, ...]] = ()
     # LLM-only steps are skipped (with one notice) when no generation model is configured.
     needs_generation_model: ClassVar[bool] = False
+    # The memory types this worker writes or reads by name: each must be registered
+    # (`memoryscope.memory_types.register_memory_type`, in the worker's own package), or the plan
+    # check refuses the workflow.
+    memory_types: ClassVar[tuple[str, ...]] = ()
 
     class Params(WorkerParams):
         pass

@@ -73,7 +73,7 @@ def test_strings_are_read_as_enums_and_naive_times_are_refused() -> None:
     assert node.status is MemoryStatus.EXPIRED
     with pytest.raises(ValueError, match="event_time must be timezone-aware"):
         MemoryNode(user_name="ann", content="x", event_time=datetime(2024, 1, 1))
-    with pytest.raises(ValueError, match="'not_a_type' is not a valid MemoryType"):
+    with pytest.raises(ValueError, match="'not_a_type' is not a memory type; the types are: conversation"):
         MemoryNode(user_name="ann", content="x", memory_type="not_a_type")  # type: ignore[arg-type]  # the point of the test
 
 

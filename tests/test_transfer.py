@@ -140,9 +140,10 @@ def test_export_then_import_round_trips_every_field_and_vector(tmp_path: Path) -
     assert not (tmp_path / "memories.jsonl.part").exists()
     lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert {key: lines[0][key] for key in ("format", "version", "embedding_model", "dimension", "vectors")} == {
-        "format": FORMAT, "version": 2, "embedding_model": LOCAL_NAME, "dimension": 384, "vectors": True,
+        "format": FORMAT, "version": 3, "embedding_model": LOCAL_NAME, "dimension": 384, "vectors": True,
     }  # fmt: skip
-    assert lines[-1] == {"format": FORMAT, "end": True, "count": len(nodes), "changes": len(nodes)}  # one creation each
+    # one creation each, no state records
+    assert lines[-1] == {"format": FORMAT, "end": True, "count": len(nodes), "changes": len(nodes), "states": 0}
     for line in [line for line in lines[1:-1] if "change" not in line]:  # float32 values, shortest text that reads back
         assert np.array_equal(np.asarray(line["vector"], dtype=np.float32), vectors[line["memory_id"]])
 
@@ -275,8 +276,8 @@ def test_a_file_cut_short_or_miscounted_is_refused(tmp_path: Path, tail: list[An
 
 def test_a_newer_format_version_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "new.jsonl"
-    path.write_text(json.dumps({**HEADER, "version": 3}) + "\n", encoding="utf-8")
-    with open_store(sqlite(tmp_path / "b.db")) as target, pytest.raises(ImportFileError, match="line 1: format version 3"):
+    path.write_text(json.dumps({**HEADER, "version": 4}) + "\n", encoding="utf-8")
+    with open_store(sqlite(tmp_path / "b.db")) as target, pytest.raises(ImportFileError, match="line 1: format version 4"):
         import_memories(target, path)
 
 

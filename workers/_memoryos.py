@@ -33,9 +33,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memoryscope.context import MemoryContext, context_field
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType, utc_now
+from memoryscope.memory_types import register_memory_type
 from memoryscope.stores.base import MemoryFilter, MemoryStore
 
 __all__ = [
+    "MEMORYOS_PAGE",
+    "MEMORYOS_SEGMENT",
+    "MEMORYOS_PROFILE",
+    "MEMORYOS_KNOWLEDGE",
     "PAGE",
     "SEGMENT",
     "PROFILE",
@@ -71,10 +76,24 @@ context_field(
     "memoryos_update_due", False, "short term is over capacity or a segment is hot: run memoryos_update", owner=_MEMORYOS
 )
 
-PAGE = MemoryType.MEMORYOS_PAGE
-SEGMENT = MemoryType.MEMORYOS_SEGMENT
-PROFILE = MemoryType.MEMORYOS_PROFILE
-KNOWLEDGE = MemoryType.MEMORYOS_KNOWLEDGE
+# MemoryOS's tiers, registered by this capability (`memoryscope.memory_types`), shown in this order
+# after the insights: the profile and knowledge (long-term), then segments (mid) and pages (short).
+_OWNER = "memoryscope.workers.memoryos"
+# one question-answer turn; meta: tier short|mid, segment id
+MEMORYOS_PAGE = register_memory_type("memoryos_page", labels={"en": "dialogue page", "zh": "对话页"}, order=80, owner=_OWNER)
+# a mid-term topic: content its summary; meta: keywords, heat inputs
+MEMORYOS_SEGMENT = register_memory_type(
+    "memoryos_segment", labels={"en": "mid-term segment", "zh": "中期片段"}, order=70, owner=_OWNER
+)
+# the one evolving user profile per user, target and workspace
+MEMORYOS_PROFILE = register_memory_type(
+    "memoryos_profile", labels={"en": "user profile", "zh": "用户画像"}, order=10, owner=_OWNER
+)
+# a long-term fact: `key` "user" or "assistant"; meta: last used
+MEMORYOS_KNOWLEDGE = register_memory_type(
+    "memoryos_knowledge", labels={"en": "long-term knowledge", "zh": "长期知识"}, order=20, owner=_OWNER
+)
+PAGE, SEGMENT, PROFILE, KNOWLEDGE = MEMORYOS_PAGE, MEMORYOS_SEGMENT, MEMORYOS_PROFILE, MEMORYOS_KNOWLEDGE
 SHORT = "short"
 MID = "mid"
 _NAMESPACE = uuid.UUID("3f0c7d52-8e1a-5b64-9d2e-7a41c0b6e8f3")

@@ -62,7 +62,8 @@ class UpdateMemoryWorker(Worker):
     - `delete`: the memories with the ids in `memory_ids`, if they are this user's (same user,
       target and workspace); other ids are reported as unknown and never touched. Without ids,
       the user's memories whose text is exactly the query (MemoryScope 0.1's `query=` form).
-    - `delete_all`: every memory of this user, target and workspace.
+    - `delete_all`: every memory of this user, target and workspace, and the state records of
+      an agent of theirs (core memory blocks, queue, checkpoints; not restored by an undo).
 
     `result` says what was done; `added_memory_ids`, `deleted_memory_ids` and
     `unknown_memory_ids` name the memories, `deleted_count` counts those deleted.
@@ -127,6 +128,8 @@ class UpdateMemoryWorker(Worker):
             self._pin(ctx, method == "pin")
         else:
             count = self._store.delete_by_filter(_scope(ctx), change=ChangeSource.of(ctx))
+            # an agent's state records (core memory blocks, queue, checkpoints) say what the memories said
+            self._store.delete_state(ctx.user_name, target_name=ctx.target_name, workspace=ctx.workspace)
             ctx.deleted_count = count
             ctx.result = self._messages["delete_all"].format(count=count, memories=_memories(count))
 

@@ -6,44 +6,40 @@
     core.render()            # '<persona characters="9/2000">\\nI am Sam.\\n</persona>\\n<human ...'
     core.history("human")    # every version, oldest first, with its time
 
-Each block is one memory node in the store (`core_memory`; `key` the block's name, `content` its
-text, `meta["limit"]` its limit), so blocks persist, move with an export and are isolated per
-user, target and workspace like every memory. A block's id is derived from its owner and name:
-the first use of a spec creates the node, later ones find it. Every edit is one upsert of that
-node, and the store keeps each version in its history (`MemoryStore.history`), which is what
-`history()` lists. Limits are checked before anything is written; a refused edit raises
-`BlockError`, whose message is the tool result the model reads (it says what to do instead).
+Each block is one state record of the store (`memoryscope.stores.state`: kind `core_block`, named
+for the block, value `{"text", "limit"}`), beside the memories and not one of them: no vector,
+never searched or listed, isolated per user, target and workspace, and moved by an export. The
+first use of a spec creates the record; later ones find it. Every edit writes the next version
+and keeps the one before (`versioned`), which is what `history()` lists. Limits are checked
+before anything is written; a refused edit raises `BlockError`, whose message is the tool result
+the model reads (it says what to do instead).
 
-Block nodes are stored with a zero vector: nothing searches them (retrieval names the types it
-reads), an edit costs no embedding call, and an empty block is no input for an embedding API
-(remote ones refuse empty text). Reads always go to the store, so an edit made elsewhere (the
-memory API, another process) shows in the next prompt. Every write is a compare-and-set on the
-block as it was read (`MemoryStore.upsert(expected=...)`): when another process or another
-`CoreMemory` changed the block meanwhile, the edit is applied again to what that one wrote, so
-two agents editing one block never lose an edit (a `replace` whose text is gone by then is
-refused, as it would be had it come second).
+Reads always go to the store, so an edit made elsewhere (another process, the playground) shows
+in the next prompt. Every write is a compare-and-set on the version read: when another process
+or another `CoreMemory` changed the block meanwhile, the edit is applied again to what that one
+wrote, so two agents editing one block never lose an edit (a `replace` whose text is gone by then
+is refused, as it would be had it come second). Blocks kept as `core_memory` memories by an
+older MemoryScope move here on first use (`memoryscope.stores.legacy_agent`).
 """
 
 from __future__ import annotations
 
 import re
 import threading
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-
-import numpy as np
+from typing import Any
 
 from memoryscope.errors import MemoryScopeError, StoreConflict, closest
 from memoryscope.history import ChangeSource
-from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType, utc_now
 from memoryscope.stores.base import MemoryStore
+from memoryscope.stores.legacy_agent import migrate_owner
+from memoryscope.stores.state import CORE_BLOCK, StateKey, StateOwner, StateRecord
 
-__all__ = ["Block", "BlockChange", "BlockError", "BlockSpec", "CoreMemory", "block_id"]
+__all__ = ["Block", "BlockChange", "BlockError", "BlockSpec", "CoreMemory", "block_key"]
 
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,63}")
-_ID_NAMESPACE = uuid.UUID("9a4f6c1e-2b7d-5e3a-8c0f-6d1b2a7e9c41")
 # the versions history() lists at most: Elasticsearch's default `max_result_window` (one search)
 _MAX_VERSIONS = 10_000
 # A block edit is a compare-and-set; this many tries while other processes keep changing the block
@@ -97,9 +93,9 @@ class BlockError(MemoryScopeError, ValueError):
     model reads back, so it says what to do."""
 
 
-def block_id(user_name: str, target_name: str, workspace: str, name: str) -> str:
-    """The memory id of block `name` of one user, target and workspace (the same in every store)."""
-    return uuid.uuid5(_ID_NAMESPACE, "\x1f".join(("core_memory", user_name, target_name, workspace, name))).hex
+def block_key(user_name: str, target_name: str, workspace: str, name: str) -> StateKey:
+    """The state record of block `name` of one user, target and workspace."""
+    return StateKey(StateOwner(user_name, target_name, workspace), CORE_BLOCK, name)
 
 
 class CoreMemory:
@@ -121,7 +117,7 @@ class CoreMemory:
         self.target_name = target_name
         self.workspace = workspace
         self._specs = {spec.name: spec for spec in specs}
-        self._ids = {name: block_id(user, target_name, workspace, name) for name in self._specs}
+        self._keys = {name: block_key(user, target_name, workspace, name) for name in self._specs}
         self._lock = threading.RLock()
 
     @property
@@ -133,7 +129,7 @@ class CoreMemory:
     def blocks(self) -> dict[str, Block]:
         """Every block, in spec order; blocks not stored yet are created from their specs first."""
         with self._lock:
-            return {name: self._block(name, node) for name, node in self._nodes().items()}
+            return {name: self._block(name, record) for name, record in self._records().items()}
 
     def get(self, name: str) -> Block:
         """Block `name`; BlockError naming the known blocks when there is none."""
@@ -141,18 +137,14 @@ class CoreMemory:
         return self.blocks()[name]
 
     def history(self, name: str) -> list[BlockChange]:
-        """Every version of block `name` the store's history holds, oldest first (the first
-        10,000). Deleting the block's memory (e.g. `delete_all`) takes the versions before it out
-        of the history, as for every memory (unless the store keeps deleted content)."""
+        """Every version of block `name`, oldest first (the last 10,000)."""
         self._spec(name)
-        changes = self.store.history(memory_id=self._ids[name], limit=_MAX_VERSIONS)
-        # by time: an import records its own write before the history it brings; a change that
-        # left the text as it was (the limit, an import) is no new version
+        self._records()  # a block never used yet is made (and an older store's block moved) first
         versions: list[BlockChange] = []
-        for change in sorted(changes, key=lambda change: (change.at, change.seq)):
-            value = None if change.after is None else change.after.get("content")
-            if isinstance(value, str) and (not versions or versions[-1].value != value):
-                versions.append(BlockChange(change.at, value))
+        for record in self.store.state_versions(self._keys[name], limit=_MAX_VERSIONS):
+            value = _text_of(record)
+            if not versions or versions[-1].value != value:  # a new limit alone is no new version
+                versions.append(BlockChange(record.updated_at, value))
         return versions
 
     def render(self) -> str:
@@ -214,17 +206,17 @@ class CoreMemory:
                 raise BlockError(f'core memory block "{name}": the value must be text')
         with self._lock:
             for _ in range(_EDIT_ATTEMPTS):
-                nodes = self._nodes()
-                changed: dict[str, MemoryNode] = {}
+                records = self._records()
+                changed = {}
                 for name, value in values.items():
-                    self._check(name, nodes[name].content, value)
-                    if value != nodes[name].content:
-                        changed[name] = self._changed(name, nodes[name], value)
+                    self._check(name, _text_of(records[name]), value)
+                    if value != _text_of(records[name]):
+                        changed[name] = value
                 try:
-                    self._upsert(list(changed.values()), "core_memory_set", read=nodes)
+                    written = self._write(changed, records, "core_memory_set")
                 except StoreConflict:
                     continue  # another process changed a block meanwhile: set them over what it wrote
-                return {name: self._block(name, changed.get(name, node)) for name, node in nodes.items()}
+                return {name: self._block(name, written.get(name, record)) for name, record in records.items()}
         raise BlockError(_KEPT_CHANGING.format(names=", ".join(f'"{name}"' for name in values)))
 
     # -- pieces -------------------------------------------------------------------------------------
@@ -238,75 +230,39 @@ class CoreMemory:
             raise BlockError(f"there is no core memory block {_quoted(str(name))}.{hint} The blocks are: {known}")
         return spec
 
-    def _node(self, name: str) -> MemoryNode:
-        self._spec(name)
-        return self._nodes()[name]
-
-    def _nodes(self) -> dict[str, MemoryNode]:
-        """The stored node of every block, by name in spec order; missing ones created (one write)."""
-        found = {node.memory_id: node for node in self.store.get(list(self._ids.values()))}
-        nodes: dict[str, MemoryNode] = {}
-        missing: list[MemoryNode] = []
-        for name, memory_id in self._ids.items():
-            node = found.get(memory_id)
-            if node is not None:
-                self._check_owner(node)
-                nodes[name] = node
-            else:
-                missing.append(self._new_node(self._specs[name]))
-                nodes[name] = missing[-1]
+    def _records(self) -> dict[str, StateRecord]:
+        """The stored record of every block, by name in spec order; missing ones created (one write)."""
+        migrate_owner(self.store, StateOwner(self.user, self.target_name, self.workspace))
+        found = {record.key.name: record for record in self.store.read_state(list(self._keys.values()))}
+        missing = {self._keys[name]: self._value(name, spec.initial) for name, spec in self._specs.items() if name not in found}
         if missing:
             try:
-                self.store.upsert(
-                    missing, vectors=np.zeros((len(missing), int(self.store.dimension)), dtype=np.float32),
-                    change=ChangeSource("core_memory_create"), expected=dict.fromkeys(node.memory_id for node in missing),
-                )  # fmt: skip
+                created = self.store.write_state(
+                    missing, expected=dict.fromkeys(missing, 0), versioned=True, change=ChangeSource("core_memory_create")
+                )
             except StoreConflict:
-                return self._nodes()  # another process made them meanwhile: take what it wrote
-        return nodes
-
-    def _check_owner(self, node: MemoryNode) -> None:
-        owner = (node.user_name, node.target_name, node.workspace, node.memory_type)
-        if owner != (self.user, self.target_name, self.workspace, MemoryType.CORE_MEMORY):
-            # a block's id comes from its owner: another memory under it was written by something else
-            raise MemoryScopeError(
-                f"memory {node.memory_id} should be core memory block {node.key!r} of user {self.user!r} "
-                f"but is a {node.memory_type.value} memory of user {node.user_name!r}; delete it to let the block be made"
-            )
-
-    def _new_node(self, spec: BlockSpec) -> MemoryNode:
-        now = utc_now()
-        return MemoryNode(
-            user_name=self.user,
-            target_name=self.target_name,
-            workspace=self.workspace,
-            memory_id=self._ids[spec.name],
-            memory_type=MemoryType.CORE_MEMORY,
-            key=spec.name,
-            content=spec.initial,
-            status=MemoryStatus.VALID,
-            created_at=now,
-            updated_at=now,
-            meta={"limit": spec.limit},
-        )
+                return self._records()  # another process made them meanwhile: take what it wrote
+            found.update((record.key.name, record) for record in created)
+        return {name: found[name] for name in self._specs}
 
     def _edit(self, name: str, edit: Callable[[str], str], operation: str) -> Block:
         """Apply `edit` to block `name`'s text and write it, as a compare-and-set: if another
         process changed the block since it was read, read it again and apply the edit to that, so
         neither edit is lost."""
+        self._spec(name)
         with self._lock:
             for _ in range(_EDIT_ATTEMPTS):
-                node = self._node(name)
-                value = edit(node.content)
-                self._check(name, node.content, value)
-                if value == node.content:
-                    return self._block(name, node)
-                changed = self._changed(name, node, value)
+                records = self._records()
+                old = _text_of(records[name])
+                value = edit(old)
+                self._check(name, old, value)
+                if value == old:
+                    return self._block(name, records[name])
                 try:
-                    self._upsert([changed], operation, read={name: node})
+                    written = self._write({name: value}, records, operation)
                 except StoreConflict:
                     continue
-                return self._block(name, changed)
+                return self._block(name, written[name])
         raise BlockError(_KEPT_CHANGING.format(names=f'"{name}"'))
 
     def _check(self, name: str, old: str, new: str) -> None:
@@ -318,20 +274,25 @@ class CoreMemory:
                 "replace or shorten something first"
             )
 
-    def _changed(self, name: str, node: MemoryNode, value: str) -> MemoryNode:
-        limit = self._specs[name].limit
-        return node.replace(key=name, content=value, updated_at=utc_now(), meta={**node.meta, "limit": limit})
+    def _value(self, name: str, text: str) -> dict[str, Any]:
+        return {"text": text, "limit": self._specs[name].limit}
 
-    def _upsert(self, nodes: list[MemoryNode], operation: str, read: Mapping[str, MemoryNode] | None = None) -> None:
-        """Write `nodes` with zero vectors; with `read`, only over the blocks as they were read
-        (`StoreConflict` when one changed since)."""
-        if nodes:
-            zeros = np.zeros((len(nodes), int(self.store.dimension)), dtype=np.float32)
-            expected = None if read is None else {node.memory_id: node.updated_at for node in read.values()}
-            self.store.upsert(nodes, vectors=zeros, change=ChangeSource(operation), expected=expected)
+    def _write(self, texts: Mapping[str, str], read: Mapping[str, StateRecord], operation: str) -> dict[str, StateRecord]:
+        """Write the blocks of `texts` over the versions in `read` (`StoreConflict` when one changed since)."""
+        if not texts:
+            return {}
+        values = {self._keys[name]: self._value(name, text) for name, text in texts.items()}
+        expected = {self._keys[name]: read[name].version for name in texts}
+        written = self.store.write_state(values, expected=expected, versioned=True, change=ChangeSource(operation))
+        return {record.key.name: record for record in written}
 
-    def _block(self, name: str, node: MemoryNode) -> Block:
-        return Block(name, node.content, self._specs[name].limit, node.updated_at)
+    def _block(self, name: str, record: StateRecord) -> Block:
+        return Block(name, _text_of(record), self._specs[name].limit, record.updated_at)
+
+
+def _text_of(record: StateRecord) -> str:
+    text = record.value.get("text")
+    return text if isinstance(text, str) else ""
 
 
 def _quoted(text: str) -> str:

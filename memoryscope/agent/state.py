@@ -7,40 +7,34 @@
     states.save_checkpoint("before-trip", state, {"human": "Ann plays the guitar."})
     state, blocks = states.load_checkpoint("before-trip")
 
-The live state is one `agent_state` memory per user, target and workspace (`key` "state"); each
-checkpoint is another (`key` "checkpoint:NAME") that also holds the core memory blocks' values.
-The summary is the memory's `content`, the rest is JSON under `meta["state"]` (and the blocks
-under `meta["blocks"]`): nested, so the store's metadata index leaves it alone (Elasticsearch
-keeps `meta` unindexed anyway). Ids are derived from the owner and the key, so each save is one
-upsert of the same memory: atomic, and a process killed between saves loses nothing saved.
-
-Like core memory blocks, these memories are stored with a zero vector: nothing searches them, a
-save costs no embedding call, and an empty summary is no input for an embedding API.
+The live state is one state record per user, target and workspace (`memoryscope.stores.state`:
+kind `agent_state`, name "state", value `AgentState.to_dict()`); each checkpoint is a record of
+kind `agent_checkpoint` named for it, holding the state and the core memory blocks' values
+(`{"state": ..., "blocks": {name: text}}`). State records have no vector and are never searched
+or listed with memories. Each save is one write of one record: atomic, and a process killed
+between saves loses nothing saved. Only the latest version is kept (the agent saves every step;
+checkpoints are the way back). A state kept as `agent_state` memories by an older MemoryScope
+moves here on first use (`memoryscope.stores.legacy_agent`).
 """
 
 from __future__ import annotations
 
 import copy
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import numpy as np
-
 from memoryscope.errors import MemoryScopeError, closest
 from memoryscope.history import ChangeSource
-from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType, utc_now
-from memoryscope.stores.base import MemoryFilter, MemoryStore
+from memoryscope.stores.base import MemoryStore
+from memoryscope.stores.legacy_agent import migrate_owner
+from memoryscope.stores.state import AGENT_CHECKPOINT, AGENT_STATE, StateKey, StateOwner, StateRecord
 
-__all__ = ["AgentState", "AgentStateError", "AgentStateStore", "agent_state_id", "STATE_KEY", "CHECKPOINT_PREFIX"]
+__all__ = ["AgentState", "AgentStateError", "AgentStateStore", "STATE_NAME"]
 
-STATE_KEY = "state"
-CHECKPOINT_PREFIX = "checkpoint:"
-_ID_NAMESPACE = uuid.UUID("3c8e2f5a-7d41-5b9e-a06c-1f4d8b2e7a93")
+STATE_NAME = "state"
 _MAX_NAME = 100
-_PAGE = 200
 _ROLES = frozenset({"system", "user", "assistant", "tool"})
 
 
@@ -87,11 +81,6 @@ class AgentState:
         )
 
 
-def agent_state_id(user_name: str, target_name: str, workspace: str, key: str) -> str:
-    """The memory id of the state record `key` ("state", "checkpoint:NAME") of one user, target and workspace."""
-    return uuid.uuid5(_ID_NAMESPACE, "\x1f".join(("agent_state", user_name, target_name, workspace, key))).hex
-
-
 class AgentStateStore:
     """The saved state and checkpoints of one user's agent (and target, workspace), in `store`."""
 
@@ -102,113 +91,76 @@ class AgentStateStore:
         self.user = user
         self.target_name = target_name
         self.workspace = workspace
+        self._owner = StateOwner(user, target_name, workspace)
 
     def load(self) -> AgentState:
         """The saved state; an empty one when none was saved."""
-        node = self._get(STATE_KEY)
-        return AgentState() if node is None else _state_of(node)
+        record = self._read(AGENT_STATE, STATE_NAME)
+        return AgentState() if record is None else _state_of(record.value, record)
 
     def save(self, state: AgentState) -> None:
         """Replace the saved state with `state` (one write)."""
-        self._put(STATE_KEY, state, {}, "agent_state")
+        self._write(AGENT_STATE, STATE_NAME, _checked(state), "agent_state")
 
     def save_checkpoint(self, name: str, state: AgentState, blocks: Mapping[str, str]) -> None:
         """Keep `state` and the core memory blocks' values as checkpoint `name` (replacing one of that name)."""
         name = _checkpoint_name(name)
         if not all(isinstance(key, str) and isinstance(value, str) for key, value in blocks.items()):
             raise AgentStateError(f"checkpoint {name!r}: the blocks must map block names to their text")
-        self._put(CHECKPOINT_PREFIX + name, state, {"blocks": dict(blocks)}, "agent_checkpoint")
+        self._write(AGENT_CHECKPOINT, name, {"state": _checked(state), "blocks": dict(blocks)}, "agent_checkpoint")
 
     def load_checkpoint(self, name: str) -> tuple[AgentState, dict[str, str]]:
         """The state and block values of checkpoint `name`; AgentStateError listing the saved ones when unknown."""
         name = _checkpoint_name(name)
-        node = self._get(CHECKPOINT_PREFIX + name)
-        if node is None:
+        record = self._read(AGENT_CHECKPOINT, name)
+        if record is None:
             saved = [saved_name for saved_name, _ in self.checkpoints()]
             close = closest(name, saved)
             hint = f" Did you mean {close!r}?" if close else ""
             listed = ", ".join(saved) if saved else "none yet (save one first)"
             raise AgentStateError(f"no checkpoint {name!r}.{hint} Saved checkpoints: {listed}")
-        blocks = node.meta.get("blocks", {})
+        blocks = record.value.get("blocks", {})
         if not isinstance(blocks, dict) or not all(isinstance(value, str) for value in blocks.values()):
-            raise AgentStateError(f"checkpoint {name!r} (memory {node.memory_id}): its blocks are not a map of texts")
-        return _state_of(node), dict(blocks)
+            raise AgentStateError(f"checkpoint {name!r}: its blocks are not a map of texts")
+        return _state_of(record.value.get("state", {}), record), dict(blocks)
 
     def checkpoints(self) -> list[tuple[str, datetime]]:
         """`(name, when saved)` of every checkpoint, oldest first."""
-        memory_filter = MemoryFilter(
-            user_name=self.user,
-            target_name=self.target_name,
-            workspace=self.workspace,
-            memory_types=(MemoryType.AGENT_STATE,),
-        )
-        found: list[tuple[str, datetime]] = []
-        offset = 0
-        while page := self.store.scan(memory_filter, limit=_PAGE, offset=offset, newest_first=False):
-            found += [
-                (node.key.removeprefix(CHECKPOINT_PREFIX), node.updated_at)
-                for node in page
-                if node.key.startswith(CHECKPOINT_PREFIX)
-            ]
-            offset += len(page)
-            if len(page) < _PAGE:
-                break
-        return sorted(found, key=lambda pair: pair[1])
+        migrate_owner(self.store, self._owner)
+        records = self.store.list_state(self._owner, AGENT_CHECKPOINT)
+        return sorted(((record.key.name, record.updated_at) for record in records), key=lambda pair: pair[1])
 
     # -- pieces -------------------------------------------------------------------------------------
 
-    def _id(self, key: str) -> str:
-        return agent_state_id(self.user, self.target_name, self.workspace, key)
+    def _read(self, kind: str, name: str) -> StateRecord | None:
+        migrate_owner(self.store, self._owner)
+        found = self.store.read_state([StateKey(self._owner, kind, name)])
+        return found[0] if found else None
 
-    def _get(self, key: str) -> MemoryNode | None:
-        found = self.store.get([self._id(key)])
-        if not found:
-            return None
-        node = found[0]
-        owner = (node.user_name, node.target_name, node.workspace, node.memory_type, node.key)
-        if owner != (self.user, self.target_name, self.workspace, MemoryType.AGENT_STATE, key):
-            # the id comes from the owner and the key: another memory under it was written by something else
-            raise AgentStateError(
-                f"memory {node.memory_id} should be the agent state {key!r} of user {self.user!r} but is a "
-                f"{node.memory_type.value} memory {node.key!r} of user {node.user_name!r}; delete it to save the state again"
-            )
-        return node
-
-    def _put(self, key: str, state: AgentState, extra: dict[str, Any], operation: str) -> None:
-        if not isinstance(state, AgentState):
-            raise AgentStateError(f"expected an AgentState, got {type(state).__name__}")
-        data = state.to_dict()
-        summary = data.pop("summary")
-        # checked here: a bad queue is refused before it is saved, never found when loading
-        AgentState.from_dict(data)
-        now = utc_now()
-        node = MemoryNode(
-            user_name=self.user,
-            target_name=self.target_name,
-            workspace=self.workspace,
-            memory_id=self._id(key),
-            memory_type=MemoryType.AGENT_STATE,
-            key=key,
-            content=summary,
-            status=MemoryStatus.VALID,
-            created_at=now,
-            updated_at=now,
-            meta={"state": data, **extra},
-        )
-        zeros = np.zeros((1, int(self.store.dimension)), dtype=np.float32)
-        self.store.upsert([node], vectors=zeros, change=ChangeSource(operation))
+    def _write(self, kind: str, name: str, value: dict[str, Any], operation: str) -> None:
+        migrate_owner(self.store, self._owner)  # before: an older store's record must not overwrite this one later
+        self.store.write_state({StateKey(self._owner, kind, name): value}, change=ChangeSource(operation))
 
 
-def _state_of(node: MemoryNode) -> AgentState:
-    data = node.meta.get("state", {})
+def _checked(state: AgentState) -> dict[str, Any]:
+    """`state` as stored; a bad queue is refused before it is saved, never found when loading."""
+    if not isinstance(state, AgentState):
+        raise AgentStateError(f"expected an AgentState, got {type(state).__name__}")
+    data = state.to_dict()
+    AgentState.from_dict(data)
+    return data
+
+
+def _state_of(data: Any, record: StateRecord) -> AgentState:
+    where = f"agent state {record.key.kind} {record.key.name!r}"
     if not isinstance(data, dict):
-        raise AgentStateError(f"agent state {node.key!r} (memory {node.memory_id}): meta['state'] is not an object")
+        raise AgentStateError(f"{where}: the state is not an object")
     try:
-        state = AgentState.from_dict({**data, "summary": node.content})
+        state = AgentState.from_dict(data)
     except AgentStateError as error:
-        raise AgentStateError(f"agent state {node.key!r} (memory {node.memory_id}): {error}") from None
+        raise AgentStateError(f"{where}: {error}") from None
     if state.updated_at is None:
-        state.updated_at = node.updated_at
+        state.updated_at = record.updated_at
     return state
 
 

@@ -14,7 +14,7 @@ from memoryscope.errors import InvalidInputError
 from memoryscope.memory import MemoryType, is_own_meta_key
 from memoryscope.stores.base import TimeRange
 
-__all__ = ["MessagesIn", "aware", "parse_time", "messages_of", "checked_metadata", "memory_types", "time_range"]
+__all__ = ["listed_types", "MessagesIn", "aware", "parse_time", "messages_of", "checked_metadata", "memory_types", "time_range"]
 
 MessagesIn = str | Message | Mapping[str, Any] | Sequence[str | Message | Mapping[str, Any]]
 
@@ -104,6 +104,12 @@ def checked_metadata(metadata: Mapping[str, Any] | None, allow_none: bool = Fals
             raise InvalidInputError(f"metadata {key!r}: {value} is not a finite number")
         checked[key] = value
     return checked
+
+
+def listed_types() -> tuple[MemoryType, ...]:
+    """What a listing shows when no types are asked for: every registered type that is listed
+    (`memoryscope.memory_types`; not the agent records an older MemoryScope kept as memories)."""
+    return tuple(member for member in MemoryType if member.spec.listed)
 
 
 def memory_types(types: Sequence[MemoryType | str] | MemoryType | str | None) -> tuple[MemoryType, ...] | None:

@@ -13,13 +13,15 @@ from memoryscope._scheduler_state import RunRecord, Scope, count_pending, messag
 from memoryscope.context import SearchFilter
 from memoryscope.door.base import DoorBase, MemoryNotFoundError, conditions
 from memoryscope.door.caller import ADMIN, READ, Caller
-from memoryscope.door.inputs import memory_types, time_range
+from memoryscope.door.inputs import listed_types, memory_types, time_range
 from memoryscope.door.records import MemoryRecord, Profile, Status
 from memoryscope.door.streaming import stream_of
 from memoryscope.errors import InvalidInputError, NotFoundError
 from memoryscope.history import MemoryChange
 from memoryscope.memory import MemoryStatus, MemoryType
 from memoryscope.stores.base import MemoryFilter, TimeRange
+from memoryscope.stores.legacy_agent import migrate_owner
+from memoryscope.stores.state import CORE_BLOCK, StateKey, StateOwner
 from memoryscope.transfer.jsonl import export_memories
 
 __all__ = ["ReadingVerbs"]
@@ -29,9 +31,6 @@ _SHOWN_RUNS = 10  # the newest runs `status` names
 _PROBE_USER = "\x00memoryscope-readyz"  # a name no user has: counting it reads the store, finds nothing
 _ALL_CHANGES = 1_000_000
 _STATUS_CHANGES = 500  # the newest changes `status` reads for the runs it names (not the whole history)
-# What `get_all` lists when no types are asked for: every memory but an agent's saved state (its
-# message queue and counters: a working copy, not something known about the user).
-_LISTED_BY_DEFAULT = tuple(member for member in MemoryType if member is not MemoryType.AGENT_STATE)
 
 
 class ReadingVerbs(DoorBase):
@@ -90,7 +89,7 @@ class ReadingVerbs(DoorBase):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise InvalidInputError(f"get_all: {name} must be 0 or more, got {value!r}")
         scope = caller.memory_filter(
-            memory_types=_LISTED_BY_DEFAULT if types is None else memory_types(types),
+            memory_types=listed_types() if types is None else memory_types(types),
             status=None if include_expired else MemoryStatus.VALID,
             metadata=conditions(filters),
             time_range=time_range(time_range_given, self.settings.tzinfo),
@@ -134,35 +133,51 @@ class ReadingVerbs(DoorBase):
         user: one count of expired memories, then one per type, split by status only when some expired."""
         caller.require(ADMIN, "memory_counts")
         store = self._require_store()
-        counts = {(memory_type.value, status.value): 0 for memory_type in MemoryType for status in MemoryStatus}
+        counts = {(memory_type.value, status.value): 0 for memory_type in listed_types() for status in MemoryStatus}
         users = store.user_counts()
         for user_name in users:
             expired = store.count(MemoryFilter(user_name=user_name, status=MemoryStatus.EXPIRED))
             statuses = tuple(MemoryStatus) if expired else (MemoryStatus.VALID,)
-            for memory_type in MemoryType:
+            for memory_type in listed_types():
                 for status in statuses:
                     memory_filter = MemoryFilter(user_name=user_name, memory_types=(memory_type,), status=status)
                     counts[(memory_type.value, status.value)] += store.count(memory_filter)
         return counts, len(users)
 
     def user_exists(self, caller: Caller) -> bool:
-        """Whether the caller's user has any memory (of any status) in its workspace and target."""
-        return self._require_store().count(caller.memory_filter(status=None)) > 0
+        """Whether the caller's user has any memory (of any status) in its workspace and target, or
+        any state record (an agent's blocks, say, before anything was remembered)."""
+        store = self._require_store()
+        if store.count(caller.memory_filter(status=None)) > 0:
+            return True
+        return any(
+            record.key.owner.workspace == caller.write_workspace and record.key.owner.target_name == caller.target
+            for batch in store.iter_state(user_name=caller.user_id, batch_size=_PAGE)
+            for record in batch
+        )
 
     def profile(self, caller: Caller) -> Profile:
         """What is known about the user, by the memory policy: MemoryOS's profile and knowledge, an
         agent's `human` block, or else the insights reflection drew."""
         caller.require(READ, "profile")
         if self.memoryos:
-            profiles = self.get_all(caller, types=[MemoryType.MEMORYOS_PROFILE])
-            knowledge = self.get_all(caller, types=[MemoryType.MEMORYOS_KNOWLEDGE])
+            profiles = self.get_all(caller, types=["memoryos_profile"])  # the types MemoryOS's workers register
+            knowledge = self.get_all(caller, types=["memoryos_knowledge"])
             text = profiles[0].memory if profiles else ""
             return Profile(caller.user_id, "memoryos", text, tuple(profiles[:1] + knowledge))
         if self._agent_policy:
-            blocks = [record for record in self.get_all(caller, types=[MemoryType.CORE_MEMORY]) if record.node.key == "human"]
-            return Profile(caller.user_id, "agent", blocks[0].memory if blocks else "", tuple(blocks))
+            return Profile(caller.user_id, "agent", self._human_block(caller), ())
         insights = self.get_all(caller, types=[MemoryType.INSIGHT])
         return Profile(caller.user_id, "insights", "\n".join(record.text for record in insights), tuple(insights))
+
+    def _human_block(self, caller: Caller) -> str:
+        """The text of the agent's `human` block (a state record, not a memory); "" before the agent made it."""
+        store = self._require_store()
+        owner = StateOwner(caller.user_id, caller.target, caller.write_workspace)
+        migrate_owner(store, owner)
+        found = store.read_state([StateKey(owner, CORE_BLOCK, "human")])
+        text = found[0].value.get("text") if found else ""
+        return text if isinstance(text, str) else ""
 
     def status(self, caller: Caller) -> Status:
         """What waits for the user's background operations and which runs changed their memories,

@@ -9,6 +9,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
+from memoryscope.memory_types import memory_type_specs
 from memoryscope.server.config_view import describe_config
 from memoryscope.server.routes_memory import Target, UserPath, Workspace, require_known_user
 from memoryscope.server.schemas import OperationBody
@@ -29,6 +30,19 @@ def operations(request: Request, who: CallerDep) -> dict[str, Any]:
             {"name": name, "backend": operation.backend, "description": described.get(name, "")}
             for name, operation in service.operations.items()
         ],
+    }
+
+
+@router.get("/memory-types", summary="The memory types this server knows, in the order listings show them")
+def memory_types(who: CallerDep) -> dict[str, Any]:
+    """Every registered memory type (`memoryscope.memory_types`: MemoryScope's, and those of the
+    capabilities this server's workers belong to): its name, its label per language, whether
+    listings show it when no types are asked for, and the package that registered it."""
+    return {
+        "memory_types": [
+            {"name": spec.name, "labels": dict(spec.labels), "listed": spec.listed, "owner": spec.owner}
+            for spec in memory_type_specs()
+        ]
     }
 
 

@@ -1,15 +1,16 @@
 """`EsIndex`: what the helper modules of `elasticsearch_memory_store` reach Elasticsearch through.
 
 `ElasticsearchMemoryStore` builds one and passes it to `_es_reads`, `_es_writes`, `_es_keywords`,
-`_es_metadata`, `_es_history`, `_es_leases` and `_es_reembed`; besides it they use only the
-store's public API (`ensure_index`, `get`, `scan`, `iter_all`, `params`, `embedding_model`).
+`_es_metadata`, `_es_history`, `_es_leases`, `_es_state` and `_es_reembed`; besides it they use
+only the store's public API (`ensure_index`, `get`, `scan`, `iter_all`, `params`, `embedding_model`).
 
-It holds the client, the index name and its companions' (`<name>-history`, `<name>-leases`), the
-refresh policy of writes, the embedding model the vectors must fit, what opening the index found
-(`recorded`, `metadata_filled`; the store fills them in), and the request helpers (`search`,
-`count`, `mget`, `bulk`, `bulk_results` with per-id `failures`; on the memory index unless
-`target` names another). Every helper turns a client error into a one-line StoreError naming the
-hosts and index, never a credential (`calling`, `where`).
+It holds the client, the index name and its companions' (`<name>-history`, `<name>-leases`,
+`<name>-state`), the refresh policy of writes, the embedding model the vectors must fit, what
+opening the index found (`recorded`, `metadata_filled`; the store fills them in), and the
+request helpers (`search`, `count`, `mget`, `bulk`, `bulk_results` with per-id `failures`; on
+the memory index unless `target` names another; `search`, `pages` and `count` answer nothing
+for a missing index when told `missing_ok`). Every helper turns a client error into a one-line
+StoreError naming the hosts and index, never a credential (`calling`, `where`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from memoryscope.stores import _es_connection as connection
 from memoryscope.stores import _es_queries as queries
 from memoryscope.stores.base import unit_rows
 
-__all__ = ["EsIndex", "version_guard"]
+__all__ = ["EsIndex", "index_missing", "version_guard"]
 
 
 def version_guard(doc: Mapping[str, Any]) -> dict[str, Any]:
@@ -34,6 +35,12 @@ def version_guard(doc: Mapping[str, Any]) -> dict[str, Any]:
     if "_seq_no" not in doc:
         return {}
     return {"if_seq_no": doc["_seq_no"], "if_primary_term": doc["_primary_term"]}
+
+
+def index_missing(error: Any) -> bool:
+    """Whether a client error (or an `error` object of an answer's item) says the index does not exist."""
+    kind = error.get("type") if isinstance(error, Mapping) else getattr(error, "error", None)
+    return kind == "index_not_found_exception"
 
 
 class EsIndex:
@@ -71,6 +78,10 @@ class EsIndex:
     def leases_name(self) -> str:
         return f"{self.name}-leases"
 
+    @property
+    def state_name(self) -> str:
+        return f"{self.name}-state"
+
     # ---- errors ---------------------------------------------------------------------------------
 
     def where(self, message: str) -> str:
@@ -105,11 +116,14 @@ class EsIndex:
 
     # ---- requests -------------------------------------------------------------------------------
 
-    def search(self, body: dict[str, Any], action: str, *, target: str | None = None) -> list[dict[str, Any]]:
-        """The hits of `POST /<index>/_search`: the memory index, or `target` (a companion, a re-embed copy)."""
-        with self.calling(action):
-            response = self.client.search(index=target or self.name, body=body)
-        return list(response["hits"]["hits"])
+    def search(
+        self, body: dict[str, Any], action: str, *, target: str | None = None, missing_ok: bool = False
+    ) -> list[dict[str, Any]]:
+        """The hits of `POST /<index>/_search`: the memory index, or `target` (a companion, a re-embed
+        copy); none when the index does not exist and `missing_ok`."""
+        with self.calling(action), self._unless_missing(missing_ok):
+            return list(self.client.search(index=target or self.name, body=body)["hits"]["hits"])
+        return []
 
     def pages(
         self,
@@ -119,6 +133,7 @@ class EsIndex:
         *,
         target: str | None = None,
         after: list[Any] | None = None,
+        missing_ok: bool = False,
     ) -> Iterator[list[dict[str, Any]]]:
         """The hits of sorted searches a page at a time, at most `limit` in all (None: every one):
         one request returns at most `max_result_window` hits, so each page's body (`body_of(size,
@@ -126,7 +141,7 @@ class EsIndex:
         taken = 0
         while limit is None or taken < limit:
             size = queries.MAX_RESULT_WINDOW if limit is None else min(limit - taken, queries.MAX_RESULT_WINDOW)
-            hits = self.search(body_of(size, after), action, target=target)
+            hits = self.search(body_of(size, after), action, target=target, missing_ok=missing_ok)
             if hits:
                 yield hits
             if len(hits) < size:
@@ -134,11 +149,24 @@ class EsIndex:
             taken += len(hits)
             after = list(hits[-1]["sort"])
 
-    def count(self, action: str, body: dict[str, Any] | None = None, *, target: str | None = None) -> int:
-        """`POST /<index>/_count`: every document, or those `body`'s query matches."""
-        with self.calling(action):
-            response = self.client.count(index=target or self.name, body=body)
-        return int(response["count"])
+    def count(
+        self, action: str, body: dict[str, Any] | None = None, *, target: str | None = None, missing_ok: bool = False
+    ) -> int:
+        """`POST /<index>/_count`: every document, or those `body`'s query matches (0 when the index
+        does not exist and `missing_ok`)."""
+        with self.calling(action), self._unless_missing(missing_ok):
+            return int(self.client.count(index=target or self.name, body=body)["count"])
+        return 0
+
+    @contextmanager
+    def _unless_missing(self, missing_ok: bool) -> Iterator[None]:
+        """Inside `calling`: a missing index ends the block quietly when `missing_ok` (the caller
+        answers "nothing there" after it)."""
+        try:
+            yield
+        except self.api_error as error:
+            if not (missing_ok and index_missing(error)):
+                raise
 
     def mget(self, ids: Sequence[str], action: str, *, target: str | None = None, **options: Any) -> list[dict[str, Any]]:
         """The `docs` of `POST /<index>/_mget` (each with `found`), in the order of `ids`."""

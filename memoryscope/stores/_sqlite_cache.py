@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from memoryscope.memory import MemoryStatus, MemoryType
+from memoryscope.memory import MemoryStatus
 from memoryscope.stores._arrays import empty
 from memoryscope.stores._sqlite_schema import PRUNED_THROUGH_SQL, TIME_FIELDS, time_bounds
 from memoryscope.stores._sqlite_snapshot import SnapshotWriter, far_behind
@@ -35,7 +35,11 @@ from memoryscope.stores.base import MemoryFilter
 
 __all__ = ["VECTOR_ADVICE", "MatrixCache", "UserMatrix", "vector_damage"]
 
-_TYPE_CODES = {kind.value: code for code, kind in enumerate(MemoryType)}
+# How snapshots written before the type codes were kept with them numbered the types
+_FORMER_TYPE_ORDER = (
+    *("conversation", "observation", "obs_customized", "insight", "core_memory", "agent_state"),
+    *("memoryos_page", "memoryos_segment", "memoryos_profile", "memoryos_knowledge"),
+)
 _STATUS_CODES = {status.value: code for code, status in enumerate(MemoryStatus)}
 
 # the order of the cached columns in every row this module reads
@@ -92,6 +96,7 @@ class UserMatrix:
         self._position: dict[int, int] = {}
         self._target_codes: dict[str, int] = {}
         self._workspace_codes: dict[str, int] = {}
+        self._type_codes: dict[str, int] = {}
         self._allocate(0)
 
     def _allocate(self, capacity: int, populate: bool = False) -> None:
@@ -129,13 +134,21 @@ class UserMatrix:
         self._position.clear()
         self._target_codes.clear()
         self._workspace_codes.clear()
+        self._type_codes.clear()
         self._allocate(capacity, populate=True)
 
-    def code_names(self) -> tuple[list[str], list[str]]:
-        """The target and workspace names in the order of their codes (for a snapshot)."""
-        return list(self._target_codes), list(self._workspace_codes)
+    def code_names(self) -> tuple[list[str], list[str], list[str]]:
+        """The target, workspace and memory type names in the order of their codes (for a snapshot)."""
+        return list(self._target_codes), list(self._workspace_codes), list(self._type_codes)
 
-    def restored(self, size: int, target_names: Sequence[str], workspace_names: Sequence[str], seq: int) -> None:
+    def restored(
+        self,
+        size: int,
+        target_names: Sequence[str],
+        workspace_names: Sequence[str],
+        seq: int,
+        type_names: Sequence[str] = _FORMER_TYPE_ORDER,
+    ) -> None:
         """After a snapshot filled the first `size` rows of the arrays (`_sqlite_snapshot`):
         take them as the matrix at change-log position `seq`."""
         self.version += 1
@@ -144,6 +157,7 @@ class UserMatrix:
         self._position = dict(zip(self.row_ids[:size].tolist(), range(size), strict=True))
         self._target_codes = {name: code for code, name in enumerate(target_names)}
         self._workspace_codes = {name: code for code, name in enumerate(workspace_names)}
+        self._type_codes = {name: code for code, name in enumerate(type_names)}
 
     def append(self, rows: Sequence[Sequence[Any]]) -> Damage:
         """Add rows (as selected by `_MATRIX_SELECT`) that are not in the matrix yet; returns those
@@ -211,7 +225,7 @@ class UserMatrix:
         self.vectors[positions] = vectors
         self.target[positions] = [self._target_codes.setdefault(name, len(self._target_codes)) for name in columns[1]]
         self.workspace[positions] = [self._workspace_codes.setdefault(name, len(self._workspace_codes)) for name in columns[2]]
-        self.memory_type[positions] = [_TYPE_CODES.get(kind, -1) for kind in columns[3]]
+        self.memory_type[positions] = [self._type_codes.setdefault(kind, len(self._type_codes)) for kind in columns[3]]
         self.status[positions] = [_STATUS_CODES.get(status, -1) for status in columns[4]]
         for offset, name in enumerate(TIME_FIELDS):
             # None becomes NaN, which fails every comparison: NULL times never match a range
@@ -228,7 +242,7 @@ class UserMatrix:
         if memory_filter.workspace is not None:
             conditions.append(self.workspace[:size] == self._workspace_codes.get(memory_filter.workspace, -1))
         if memory_filter.memory_types is not None:
-            codes = sorted({_TYPE_CODES[MemoryType(kind).value] for kind in memory_filter.memory_types})
+            codes = sorted({self._type_codes.get(str(kind), -1) for kind in memory_filter.memory_types})
             conditions.append(_one_of(self.memory_type[:size], codes))
         if memory_filter.status is not None:
             conditions.append(self.status[:size] == _STATUS_CODES[MemoryStatus(memory_filter.status).value])

@@ -15,6 +15,8 @@ Tables
 - `matrix_snapshot_files`: which file beside this one holds a packed copy of a large user's in-memory
   matrix, so a new process loads it in one read (`_sqlite_snapshot`); only a cache, never the truth.
 - `memory_meta`: the indexed values of each memory's `meta`, for metadata filters (`_sqlite_metadata`).
+- `state_records`: state records beside the memories, one row per kept version (`_sqlite_state`);
+  made when a file is opened, so files written before it get it then, with nothing else changed.
 - `store_meta`: schema version, embedding model name and dimension, change-log pruning point.
 
 A row holding a value of the wrong kind (from another program) is left out of reads, named (`decoded_nodes`).
@@ -38,6 +40,7 @@ from typing import Any
 from memoryscope.errors import StoreError
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType, node_of_checked_fields
 from memoryscope.stores._sqlite_metadata import METADATA_SCRIPT, metadata_sql
+from memoryscope.stores._sqlite_state import STATE_TABLE_SCRIPT
 from memoryscope.stores.base import MemoryFilter, TimeRange
 from memoryscope.stores.metadata import checked_conditions
 from memoryscope.text import KEYWORD_TEXT_VERSION
@@ -156,7 +159,7 @@ CREATE TRIGGER IF NOT EXISTS memories_deleted AFTER DELETE ON memories BEGIN
 END;
 """
 
-SCHEMA_SCRIPT = _TABLES_SCRIPT + TRIGGERS_SCRIPT + METADATA_SCRIPT
+SCHEMA_SCRIPT = _TABLES_SCRIPT + TRIGGERS_SCRIPT + METADATA_SCRIPT + STATE_TABLE_SCRIPT
 
 NODE_COLUMNS: tuple[str, ...] = (
     *("memory_id", "user_name", "target_name", "workspace", "memory_type", "content", "key", "value", "status"),
@@ -168,7 +171,6 @@ TIME_FIELDS = ("event_time", "message_time", "created_at", "updated_at")
 
 UPDATABLE_FIELDS = frozenset(item.name for item in dataclasses.fields(MemoryNode)) - {"memory_id", "score"}
 
-_TYPES = {kind.value: kind for kind in MemoryType}
 _STATUSES = {status.value: status for status in MemoryStatus}
 _from_epoch = datetime.fromtimestamp
 _UTC = timezone.utc
@@ -223,6 +225,13 @@ def node_from_row(row: Sequence[Any], score: float | None = None) -> MemoryNode:
         raise DamagedRowError(row, error) from None
 
 
+def _memory_type(name: Any) -> MemoryType:
+    """A stored type: registered here or not (a capability not loaded in this process)."""
+    if type(name) is not str or not name:
+        raise TypeError("a value of the wrong kind")
+    return MemoryType.stored(name)
+
+
 def _node_from_row(row: Sequence[Any], score: float | None) -> MemoryNode:
     memory_id, user_name, target_name, workspace, memory_type, content, key, value, status, superseded_by = row[:10]
     created_at, updated_at, event_time, message_time, source_message_ids = row[10:15]
@@ -237,7 +246,7 @@ def _node_from_row(row: Sequence[Any], score: float | None) -> MemoryNode:
         dict(
             user_name=user_name,
             content=content,
-            memory_type=_TYPES[memory_type],
+            memory_type=_memory_type(memory_type),
             target_name=target_name,
             workspace=workspace,
             memory_id=memory_id,
@@ -289,10 +298,10 @@ _KINDS: dict[str, tuple[str, str]] = {
     "access_count": ("count", "a whole number"),
     "source_message_ids": ("id list", "a JSON list of ids"),
     "meta": ("object", "a JSON object"),
-    "memory_type": ("choice", f"one of {', '.join(_TYPES)}"),
+    "memory_type": ("type", "a memory type's name"),
     "status": ("choice", f"one of {', '.join(_STATUSES)}"),
 }
-_CHOICES: dict[str, dict[str, Any]] = {"memory_type": _TYPES, "status": _STATUSES}
+_CHOICES: dict[str, dict[str, Any]] = {"status": _STATUSES}
 
 
 def row_damage(row: Sequence[Any]) -> tuple[str, str] | None:
@@ -314,6 +323,8 @@ def _sound(kind: str, value: Any, choices: dict[str, Any] | None) -> bool:
             return False
     if kind in ("flag", "count"):
         return type(value) is int and (kind == "count" or value in (0, 1))
+    if kind == "type":
+        return type(value) is str and bool(value)
     if choices is not None:
         return value in choices
     if type(value) is not str or kind == "text":

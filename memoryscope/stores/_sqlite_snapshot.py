@@ -113,7 +113,7 @@ def _copy_out(matrix: Any, out: BinaryIO, chunk_rows: int) -> tuple[int, int, di
     `MatrixMoved` when the matrix changed between two chunks."""
     with matrix.lock:
         version, seq, size = matrix.version, matrix.seq, matrix.size
-        target_names, workspace_names = matrix.code_names()
+        target_names, workspace_names, type_names = matrix.code_names()
     out.write(np.array([(_MAGIC, seq, size, matrix.dimension)], dtype=_HEADER).tobytes())
     for section in (_row_ids, _vectors, _fields):
         for start in range(0, size, chunk_rows):
@@ -122,7 +122,7 @@ def _copy_out(matrix: Any, out: BinaryIO, chunk_rows: int) -> tuple[int, int, di
                     raise MatrixMoved
                 part = section(matrix, start, min(start + chunk_rows, size))
             out.write(part.tobytes())
-    return seq, size, {"target": target_names, "workspace": workspace_names}
+    return seq, size, {"target": target_names, "workspace": workspace_names, "type": type_names}
 
 
 def _row_ids(matrix: Any, start: int, stop: int) -> np.ndarray:
@@ -247,7 +247,10 @@ def read_snapshot(connection: sqlite3.Connection, database: Path, matrix: Any, u
     for name in TIME_FIELDS:
         matrix.times[name][:rows] = fields[name]
     decoded = json.loads(names)
-    matrix.restored(rows, decoded["target"], decoded["workspace"], seq)
+    if "type" in decoded:  # written with its type codes; before, the types had fixed codes
+        matrix.restored(rows, decoded["target"], decoded["workspace"], seq, decoded["type"])
+    else:
+        matrix.restored(rows, decoded["target"], decoded["workspace"], seq)
     return True
 
 

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from memoryscope.history import ChangeSource, MemoryChange
     from memoryscope.models.base import EmbeddingModel
     from memoryscope.progress import Progress
+    from memoryscope.stores.state import StateKey, StateOwner, StateRecord
 
 __all__ = ["MemoryFilter", "TimeRange", "SearchMode", "MemoryStore", "STORES"]
 
@@ -205,6 +206,53 @@ class MemoryStore(ABC):
     @abstractmethod
     def release_lease(self, name: str, holder: str) -> None:
         """Give up `holder`'s lease `name`; nothing when someone else holds it."""
+
+    # ---- state records: beside the memories, no vectors (`memoryscope.stores.state`) ------------
+
+    @abstractmethod
+    def read_state(self, keys: Sequence[StateKey]) -> list[StateRecord]:
+        """The latest version of each record of `keys` that exists, in the order asked."""
+
+    @abstractmethod
+    def list_state(self, owner: StateOwner, kind: str) -> list[StateRecord]:
+        """The latest version of every record of one owner and kind, by name."""
+
+    @abstractmethod
+    def write_state(
+        self,
+        values: Mapping[StateKey, Mapping[str, Any]],
+        *,
+        expected: Mapping[StateKey, int] | None = None,
+        versioned: bool = False,
+        change: ChangeSource | None = None,
+    ) -> list[StateRecord]:
+        """Write each value as the next version of its record; all land or none do. Returns the
+        records written, in the order given.
+
+        `expected` makes the write a compare-and-set: each key it names must be at that version
+        (0: no such record yet), else `StoreConflict` and nothing is written. `versioned` keeps
+        the versions replaced (`state_versions`); otherwise only the latest is kept. A value that
+        is not a JSON object (finite numbers, text keys) is a StoreError, and nothing is written."""
+
+    @abstractmethod
+    def state_versions(self, key: StateKey, *, limit: int = 1000) -> list[StateRecord]:
+        """The kept versions of one record, oldest first (the last `limit`); [] when there is none."""
+
+    @abstractmethod
+    def delete_state(self, user_name: str, *, target_name: str | None = None, workspace: str | None = None) -> int:
+        """Delete every state record of a user (of one target and workspace when given), every
+        version; returns how many records (not versions) there were."""
+
+    @abstractmethod
+    def iter_state(self, *, user_name: str | None = None, batch_size: int = 500) -> Iterator[list[StateRecord]]:
+        """Every kept version of every state record (of one user when given), in batches, each
+        record's versions oldest first: what an export writes."""
+
+    @abstractmethod
+    def import_state(self, records: Sequence[StateRecord]) -> int:
+        """Keep `records` as they are (versions, times, sources), replacing versions with the same
+        number: what an import brings from another store. A record's latest version is the highest
+        kept. Returns how many versions were written."""
 
     def close(self) -> None:
         """Release connections and caches."""

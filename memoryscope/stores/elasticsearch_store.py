@@ -27,6 +27,10 @@ filter fields set); no request this store sends can match another user's memorie
 whole-index reads behind export, migration and re-embedding (`iter_all`, `user_counts`) span
 users.
 
+State records (`memoryscope.stores.state`: core memory blocks, agent state, checkpoints) live in
+the companion index `<index_name>-state`, made on the first write of one (`_es_state`); a write
+of several records is guarded record by record and put back as it was when one fails.
+
 Re-embedding (`allow_model_change=True`, then `reembed`) copies the memories into a new index
 with the new model's vectors and swaps it in behind `index_name` as an alias (`_es_reembed`).
 The write paths live in `_es_writes`, search and scan in `_es_reads`. Those helper modules reach
@@ -53,6 +57,7 @@ from memoryscope.stores import _es_keywords as keywords
 from memoryscope.stores import _es_leases as es_leases
 from memoryscope.stores import _es_queries as queries
 from memoryscope.stores import _es_reads as reads
+from memoryscope.stores import _es_state as es_state
 from memoryscope.stores import _es_writes as writes
 from memoryscope.stores._es_index import EsIndex
 from memoryscope.stores._es_metadata import META_INDEX_FIELD
@@ -60,6 +65,7 @@ from memoryscope.stores._es_params import ElasticsearchStoreParams
 from memoryscope.stores._es_writes import BulkWriteError
 from memoryscope.stores.base import STORES, MemoryFilter, MemoryStore, SearchMode, validated_params
 from memoryscope.stores.fusion import Fusion
+from memoryscope.stores.state import StateKey, StateOwner, StateRecord
 
 if TYPE_CHECKING:
     from memoryscope.progress import Progress
@@ -198,6 +204,41 @@ class ElasticsearchMemoryStore(MemoryStore):
 
     def release_lease(self, name: str, holder: str) -> None:
         es_leases.release(self._index, name, holder)
+
+    # ---- state records (`_es_state`: the index `<index_name>-state`) -----------------------------
+
+    def read_state(self, keys: Sequence[StateKey]) -> list[StateRecord]:
+        """One `_mget` of the current documents (realtime: every write is seen)."""
+        return es_state.read(self._index, keys)
+
+    def list_state(self, owner: StateOwner, kind: str) -> list[StateRecord]:
+        return es_state.list_kind(self._index, owner, kind)
+
+    def write_state(
+        self,
+        values: Mapping[StateKey, Mapping[str, Any]],
+        *,
+        expected: Mapping[StateKey, int] | None = None,
+        versioned: bool = False,
+        change: ChangeSource | None = None,
+    ) -> list[StateRecord]:
+        """Each record guarded by the version read; when one item fails, the records that landed are
+        put back as they were (see `_es_state`)."""
+        return es_state.write(self._index, values, expected, versioned, change)
+
+    def state_versions(self, key: StateKey, *, limit: int = 1000) -> list[StateRecord]:
+        return es_state.versions(self._index, key, limit)
+
+    def delete_state(self, user_name: str, *, target_name: str | None = None, workspace: str | None = None) -> int:
+        """`_delete_by_query`, refreshed unless `refresh` is "false"."""
+        return es_state.delete(self._index, user_name, target_name, workspace)
+
+    def iter_state(self, *, user_name: str | None = None, batch_size: int = 500) -> Iterator[list[StateRecord]]:
+        """Pages sorted by record and version with `search_after` (no point-in-time snapshot)."""
+        return es_state.iterate(self._index, user_name, batch_size)
+
+    def import_state(self, records: Sequence[StateRecord]) -> int:
+        return es_state.import_records(self._index, records)
 
     def close(self) -> None:
         """Close the client the store built (an injected client is left to its owner)."""

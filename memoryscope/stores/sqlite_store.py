@@ -31,7 +31,7 @@ import logging
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -45,6 +45,7 @@ from memoryscope.models.base import EmbeddingModel
 from memoryscope.progress import Progress
 from memoryscope.stores import _sqlite_history as history
 from memoryscope.stores import _sqlite_leases as leases
+from memoryscope.stores import _sqlite_state as state
 from memoryscope.stores._sqlite_bm25 import MemoryWords
 from memoryscope.stores._sqlite_cache import MatrixCache
 from memoryscope.stores._sqlite_connections import SqliteConnections, check_store, file_problems
@@ -79,6 +80,7 @@ from memoryscope.stores.base import (
     validated_params,
 )
 from memoryscope.stores.fusion import Fusion
+from memoryscope.stores.state import StateKey, StateOwner, StateRecord
 from memoryscope.text import keyword_text
 
 __all__ = ["SqliteMemoryStore"]
@@ -273,6 +275,43 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
     def release_lease(self, name: str, holder: str) -> None:
         with self._connections.errors(), self._connections.write_transaction() as connection:
             leases.release(connection, name, holder)
+
+    # ---- state records ------------------------------------------------------------------------
+
+    def read_state(self, keys: Sequence[StateKey]) -> list[StateRecord]:
+        with self._connections.errors():
+            return state.read(self._connections.connection(), keys)
+
+    def list_state(self, owner: StateOwner, kind: str) -> list[StateRecord]:
+        with self._connections.errors():
+            return state.list_kind(self._connections.connection(), owner, kind)
+
+    def write_state(
+        self,
+        values: Mapping[StateKey, Mapping[str, Any]],
+        *,
+        expected: Mapping[StateKey, int] | None = None,
+        versioned: bool = False,
+        change: ChangeSource | None = None,
+    ) -> list[StateRecord]:
+        with self._connections.errors(), self._connections.write_transaction() as connection:
+            return state.write(connection, values, expected, versioned, change, str(self.path))
+
+    def state_versions(self, key: StateKey, *, limit: int = 1000) -> list[StateRecord]:
+        with self._connections.errors():
+            return state.versions(self._connections.connection(), key, limit)
+
+    def delete_state(self, user_name: str, *, target_name: str | None = None, workspace: str | None = None) -> int:
+        with self._connections.errors(), self._connections.write_transaction() as connection:
+            return state.delete(connection, user_name, target_name, workspace)
+
+    def iter_state(self, *, user_name: str | None = None, batch_size: int = 500) -> Iterator[list[StateRecord]]:
+        with self._connections.errors():
+            yield from state.iterate(self._connections.connection(), user_name, batch_size)
+
+    def import_state(self, records: Sequence[StateRecord]) -> int:
+        with self._connections.errors(), self._connections.write_transaction() as connection:
+            return state.import_records(connection, records)
 
     @staticmethod
     def _present(connection: sqlite3.Connection, memory_ids: Sequence[str]) -> set[str]:

@@ -62,6 +62,8 @@ class FakeCluster:
         name = self._resolve(name)
         if action == "_bulk" and method in ("POST", "PUT"):
             return 200, self._bulk(name, body if isinstance(body, list) else [])
+        if action == "_mget" and name not in self.indices:  # each document fails on its own, the request does not
+            return 200, self._mget_missing(name, body or {})
         index = self._existing(name)
         handlers = {
             ("_mapping", "GET"): lambda: {name: {"mappings": copy.deepcopy(index.mappings)}},
@@ -226,6 +228,7 @@ class FakeCluster:
                     raise Failure(*self.item_failures[doc_id])
                 index = self.indices.setdefault(index_name, Index({})) if action != "delete" else self._existing(index_name)
                 if action == "delete":
+                    check_version(index, doc_id, meta)
                     if doc_id in index.documents:
                         result.update(document_meta(index_name, index, doc_id))
                         del index.documents[doc_id]
@@ -239,7 +242,8 @@ class FakeCluster:
                     if action == "create" and doc_id in index.documents:
                         reason = f"[{doc_id}]: version conflict, document already exists"
                         raise Failure(409, "version_conflict_engine_exception", reason)
-                    outcome, _, _ = self._put(index, doc_id, source, {})
+                    guard = {key: meta[key] for key in ("if_seq_no", "if_primary_term") if key in meta}
+                    outcome, _, _ = self._put(index, doc_id, source, guard)
                     status = 201 if outcome == "created" else 200
                     result.update(document_meta(index_name, index, doc_id), result=outcome, status=status)
             except Failure as failure:
@@ -258,6 +262,13 @@ class FakeCluster:
             else:
                 docs.append({"_index": name, "_id": doc_id, "found": False})
         return {"docs": docs}
+
+    @staticmethod
+    def _mget_missing(name: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """`_mget` on an index that does not exist: each document answers the error (HTTP 200)."""
+        ids = body.get("ids") or [doc.get("_id") for doc in body.get("docs", [])]
+        cause = {"type": "index_not_found_exception", "reason": f"no such index [{name}]", "index": name}
+        return {"docs": [{"_index": name, "_id": doc_id, "error": {"root_cause": [cause], **cause}} for doc_id in ids]}
 
     # -- searching ---------------------------------------------------------------------------
 

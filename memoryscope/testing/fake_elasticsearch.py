@@ -10,8 +10,9 @@ real client and the real store code, and can pin the exact bodies sent::
         assert server.requests[-1].body == {"query": {"bool": {"filter": [{"term": {"user_name": "ann"}}]}}}
 
 Endpoints: `HEAD|PUT|DELETE /<index>`, `GET|PUT /<index>/_mapping` (PUT adds fields, refuses to
-change one, replaces `_meta`), `POST /<index>/_bulk` (index, create, delete and update actions,
-update honouring `if_seq_no`), `POST /<index>/_mget`, `PUT /<index>/_doc/<id>`,
+change one, replaces `_meta`), `POST /<index>/_bulk` (index, create, delete and update actions;
+index, delete and update honour `if_seq_no`), `POST /<index>/_mget` (on a missing index each
+document answers an `index_not_found_exception`, as Elasticsearch does), `PUT /<index>/_doc/<id>`,
 `POST /<index>/_update/<id>` (`doc` merged into `_source` object by object, as Elasticsearch
 does), `POST /<index>/_search` (`query` or `knn`, `sort`, `search_after`, `from`/`size` within
 `max_result_window`, `seq_no_primary_term`, `composite` aggregations of `terms` sources), `POST /<index>/_count`, `POST

@@ -19,7 +19,7 @@ a `reopen` hook::
   (the suite closes it). Backends without one skip the tests that need it.
 - `reopen_to_reembed(store, embedding_model)`: the same, opened with `allow_model_change=True`
   (the whole-store and re-embedding cases are in `_store_contract_whole`, metadata filters in
-  `_store_contract_metadata`).
+  `_store_contract_metadata`, state records in `_store_contract_state`).
 
 Most tests pass precomputed vectors, so the suite stays fast; only the semantic tests embed.
 """
@@ -50,12 +50,13 @@ from memoryscope.testing._store_cases import (
 )
 from memoryscope.testing._store_contract_metadata import MetadataCases
 from memoryscope.testing._store_contract_search import SearchCases
+from memoryscope.testing._store_contract_state import StateCases
 from memoryscope.testing._store_contract_whole import WholeStoreCases
 
 __all__ = ["BASE_TIME", "RenamedEmbedding", "StoreContract", "make_node", "unit_vectors"]
 
 
-class StoreContract(SearchCases, MetadataCases, WholeStoreCases):
+class StoreContract(SearchCases, MetadataCases, WholeStoreCases, StateCases):
     """Subclass with `store` and `embedding_model` fixtures (and optionally `reopen`, `reopen_to_reembed`)."""
 
     def reopen(self, store: MemoryStore, embedding_model: EmbeddingModel) -> MemoryStore:

@@ -8,7 +8,9 @@ The file, UTF-8, one JSON object per line::
     ...
     {"change": {"memory_id": "...", "user_name": "ann", "action": "created", "at": "...", "operation": ...}}
     ...
-    {"format": "memoryscope.memories", "end": true, "count": 2, "changes": 1}
+    {"state": {"user_name": "ann", "kind": "core_block", "name": "human", "version": 3, "value": {...}, ...}}
+    ...
+    {"format": "memoryscope.memories", "end": true, "count": 2, "changes": 1, "states": 1}
 
 - The header names the embedding model (and dimension) that made the vectors, so an import uses
   them only in a store with that same model, and embeds the memories again otherwise.
@@ -16,6 +18,8 @@ The file, UTF-8, one JSON object per line::
   plus `vector` (float32 values, unit length) when exported with vectors.
 - The exported users' memory history follows the memories (`change` lines, version 2), and an
   import adds it to the target store's history as it was (times, operations, runs).
+- Their state records follow (`state` lines, version 3: an agent's core memory blocks with every
+  kept version, its queue and checkpoints; `memoryscope.stores.state`), imported as they were.
 - The end line carries the counts: a file cut short (a full disk, an interrupted copy) is refused
   instead of half-imported.
 
@@ -48,12 +52,13 @@ from memoryscope.history import MemoryChange
 from memoryscope.memory import MemoryNode, embedding_text, utc_now
 from memoryscope.progress import Progress
 from memoryscope.stores.base import MemoryStore
+from memoryscope.stores.state import StateRecord
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "ImportFileError", "export_memories", "import_memories"]
 
 FORMAT = "memoryscope.memories"
-FORMAT_VERSION = 2  # 2: memory history as `change` lines
-_READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3  # 2: memory history as `change` lines; 3: state records as `state` lines
+_READABLE_VERSIONS = (1, 2, 3)
 _ALL_CHANGES = 10_000_000
 
 _STRING_FIELDS = ("memory_id", "user_name", "content", "target_name", "workspace", "key", "value", "superseded_by")
@@ -128,7 +133,9 @@ def export_memories(
             count += len(batch)
             progress.advance(len(batch))
         changes = _write_history(store, stream, user_name, workspace)
-        stream.write(json.dumps({"format": FORMAT, "end": True, "count": count, "changes": changes}) + "\n")
+        states = _write_state(store, stream, user_name, workspace)
+        end = {"format": FORMAT, "end": True, "count": count, "changes": changes, "states": states}
+        stream.write(json.dumps(end) + "\n")
         progress.finish()
     return count
 
@@ -140,6 +147,16 @@ def _write_history(store: MemoryStore, stream: TextIO, user_name: str | None, wo
         changes = [change for change in changes if change.workspace == workspace]
     stream.write("".join(json.dumps({"change": change.to_dict()}, ensure_ascii=False) + "\n" for change in changes))
     return len(changes)
+
+
+def _write_state(store: MemoryStore, stream: TextIO, user_name: str | None, workspace: str | None) -> int:
+    """The state records of `user_name` (of everyone), every kept version, as `state` lines."""
+    count = 0
+    for batch in store.iter_state(user_name=user_name):
+        records = [record for record in batch if workspace is None or record.key.owner.workspace == workspace]
+        stream.write("".join(json.dumps({"state": record.to_dict()}, ensure_ascii=False) + "\n" for record in records))
+        count += len(records)
+    return count
 
 
 def _vector_json(vector: np.ndarray) -> str:
@@ -202,6 +219,10 @@ def import_memories(
         changes = [change for _, change in _changes(stream, label)]
         for begin in range(0, len(changes), batch_size):
             store.record_history(changes[begin : begin + batch_size])
+        stream.seek(start)
+        states = [record for _, record in _states(stream, label)]
+        for begin in range(0, len(states), batch_size):
+            store.import_state(states[begin : begin + batch_size])
         progress.finish()
     return total
 
@@ -284,7 +305,7 @@ def _is_marker(record: Any) -> bool:
 def _check_file(stream: TextIO, label: str) -> tuple[_Header | None, int]:
     """The header (None for a file without one) and the number of memories; ImportFileError at the first bad line."""
     header: _Header | None = None
-    count = changes = 0
+    count = changes = states = 0
     end_line = last_line = 0
     for number, record in _lines(stream, label):
         first, last_line = not last_line, number
@@ -300,6 +321,10 @@ def _check_file(stream: TextIO, label: str) -> tuple[_Header | None, int]:
                     raise ImportFileError(
                         label, number, f"the end line counts {record.get('changes')} changes, the file has {changes}"
                     )
+                if record.get("states", states) != states:
+                    raise ImportFileError(
+                        label, number, f"the end line counts {record.get('states')} state records, the file has {states}"
+                    )
                 end_line = number
             elif first:
                 header = _header(record, label, number)
@@ -309,6 +334,10 @@ def _check_file(stream: TextIO, label: str) -> tuple[_Header | None, int]:
         if _is_change(record):
             _change(record, label, number)
             changes += 1
+            continue
+        if _is_state(record):
+            _state(record, label, number)
+            states += 1
             continue
         _memory(record, header, label, number)
         count += 1
@@ -339,7 +368,7 @@ def _header(record: dict[str, Any], label: str, number: int) -> _Header:
 
 def _memories(stream: TextIO, label: str, header: _Header | None) -> Iterator[tuple[MemoryNode, np.ndarray | None]]:
     for number, record in _lines(stream, label):
-        if not _is_marker(record) and not _is_change(record):
+        if not _is_marker(record) and not _is_change(record) and not _is_state(record):
             yield _memory(record, header, label, number)
 
 
@@ -347,6 +376,23 @@ def _changes(stream: TextIO, label: str) -> Iterator[tuple[int, MemoryChange]]:
     for number, record in _lines(stream, label):
         if _is_change(record):
             yield number, _change(record, label, number)
+
+
+def _states(stream: TextIO, label: str) -> Iterator[tuple[int, StateRecord]]:
+    for number, record in _lines(stream, label):
+        if _is_state(record):
+            yield number, _state(record, label, number)
+
+
+def _is_state(record: Any) -> bool:
+    return isinstance(record, dict) and set(record) == {"state"}
+
+
+def _state(record: dict[str, Any], label: str, number: int) -> StateRecord:
+    try:
+        return StateRecord.from_dict(record["state"])
+    except (TypeError, ValueError) as error:
+        raise ImportFileError(label, number, f"not a state record: {error}") from None
 
 
 def _is_change(record: Any) -> bool:

@@ -14,6 +14,7 @@ from typing import Protocol
 
 from memoryscope.context import CONTEXT_FIELDS, RUNNER_FIELDS
 from memoryscope.errors import ConfigError, closest
+from memoryscope.memory_types import MemoryType
 from memoryscope.workflow.plan import Sequence, Step
 
 __all__ = ["MERGED_FIELDS", "WorkerSpec", "check_plan", "validate_plan"]
@@ -119,8 +120,18 @@ class _Checker:
             return None
         declared = (self._valid_fields(name, spec, "reads"), self._valid_fields(name, spec, "writes"))
         self._valid_fields(name, spec, "optional_reads")
+        self._check_memory_types(name, spec)
         self._declared[name] = declared
         return declared
+
+    def _check_memory_types(self, name: str, spec: WorkerSpec) -> None:
+        owner = spec.__name__ if isinstance(spec, type) else type(spec).__name__
+        for memory_type in getattr(spec, "memory_types", ()):
+            if memory_type not in MemoryType:
+                self._report(
+                    f"worker {name!r} ({owner}) uses memory type {memory_type!r}, which nobody registered: "
+                    "register it in the worker's package with memoryscope.memory_types.register_memory_type"
+                )
 
     def _valid_fields(self, name: str, spec: WorkerSpec, kind: str) -> tuple[str, ...]:
         fields = getattr(spec, kind, ())

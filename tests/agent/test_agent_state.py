@@ -1,6 +1,7 @@
 """An agent's persisted state (`memoryscope.agent.state`) on a real SQLite file: saved and loaded
-whole, checkpoints with the block values, per user; and the new memory types staying out of
-retrieval and of default listings."""
+whole as a state record (not a memory), checkpoints with the block values, per user; blocks and
+state out of retrieval and listings, gone with `delete_all`, moved by an export; a state an older
+MemoryScope kept as memories moved over on first use."""
 
 from __future__ import annotations
 
@@ -15,11 +16,14 @@ import pytest
 
 from memoryscope import MemoryScope
 from memoryscope.agent.blocks import BlockSpec, CoreMemory
-from memoryscope.agent.state import AgentState, AgentStateError, AgentStateStore, agent_state_id
-from memoryscope.memory import MemoryType
+from memoryscope.agent.state import AgentState, AgentStateError, AgentStateStore
+from memoryscope.history import ChangeSource
+from memoryscope.memory import MemoryNode, MemoryType
 from memoryscope.models.embedding.local_embedding import LocalEmbedding
 from memoryscope.stores.base import MemoryFilter
+from memoryscope.stores.legacy_agent import legacy_state_id
 from memoryscope.stores.sqlite_store import SqliteMemoryStore
+from memoryscope.stores.state import StateKey, StateOwner
 
 NOON = datetime(2024, 10, 26, 12, 0, tzinfo=timezone.utc)
 QUEUE: list[dict[str, Any]] = [
@@ -70,9 +74,9 @@ def test_the_state_round_trips_with_tool_calls_in_the_queue(store: SqliteMemoryS
     states = AgentStateStore(store, "ann")
     states.save(full_state())
     assert states.load() == full_state()
-    [node] = store.get([agent_state_id("ann", "", "", "state")])
-    assert (node.memory_type, node.key, node.content) == (MemoryType.AGENT_STATE, "state", "Ann talked about moving.")
-    assert store.count(MemoryFilter("ann")) == 1
+    [record] = store.read_state([StateKey(StateOwner("ann"), "agent_state", "state")])
+    assert (record.version, record.value["summary"]) == (1, "Ann talked about moving.")
+    assert store.count(MemoryFilter("ann")) == 0  # not a memory
 
 
 def test_a_save_replaces_the_state_and_changing_the_loaded_one_changes_nothing_saved(store: SqliteMemoryStore) -> None:
@@ -91,7 +95,7 @@ def test_a_save_replaces_the_state_and_changing_the_loaded_one_changes_nothing_s
         None,
     )
     assert again.updated_at is not None  # the save's time when the state had none
-    assert store.count(MemoryFilter("ann")) == 1
+    assert [record.version for record in store.state_versions(StateKey(StateOwner("ann"), "agent_state", "state"))] == [2]
 
 
 def test_the_state_survives_reopening_the_store(db_path: Path, local_embedding: LocalEmbedding) -> None:
@@ -202,11 +206,24 @@ def test_a_bad_queue_is_refused_before_anything_is_saved(store: SqliteMemoryStor
     assert states.load() == full_state()
 
 
-def test_state_records_are_stored_without_embedding_them(store: SqliteMemoryStore) -> None:
-    """A save costs no embedding call, and an empty summary is no input for a remote model."""
-    AgentStateStore(store, "ann").save(AgentState())
-    vectors = store.get_vectors([agent_state_id("ann", "", "", "state")])
-    assert len(vectors) == 1 and not np.any(next(iter(vectors.values())))
+def test_a_state_kept_as_memories_by_an_older_version_moves_over(store: SqliteMemoryStore) -> None:
+    """A store written before state records: the state and each checkpoint an `agent_state` memory
+    (JSON in `meta`, zero vector). The first use moves them and deletes the memories."""
+    owner = StateOwner("ann")
+    data = full_state().to_dict()
+    summary = data.pop("summary")
+    old = [
+        MemoryNode(user_name="ann", memory_id=legacy_state_id(owner, "state"), memory_type=MemoryType.AGENT_STATE,
+                   key="state", content=summary, meta={"state": data}),
+        MemoryNode(user_name="ann", memory_id=legacy_state_id(owner, "checkpoint:osaka"), memory_type=MemoryType.AGENT_STATE,
+                   key="checkpoint:osaka", content="", meta={"state": {}, "blocks": {"human": "Ann lives in Osaka."}}),
+    ]  # fmt: skip
+    store.upsert(old, vectors=np.zeros((2, store.dimension), dtype=np.float32), change=ChangeSource("agent_state"))
+    states = AgentStateStore(store, "ann")
+    assert states.load() == full_state()
+    assert [name for name, _ in states.checkpoints()] == ["osaka"]
+    assert states.load_checkpoint("osaka")[1] == {"human": "Ann lives in Osaka."}
+    assert store.count(MemoryFilter("ann", status=None)) == 0
 
 
 # -- the new types beside the others: retrieval, listing, deleting ---------------------------------
@@ -230,33 +247,25 @@ def agent_memories(scope: MemoryScope) -> None:
     scope.add("Ann plays the guitar", user_id="ann", infer=False)
 
 
-def test_retrieval_never_returns_blocks_or_states(scope: MemoryScope) -> None:
+def test_retrieval_and_listings_never_show_blocks_or_states(scope: MemoryScope) -> None:
     agent_memories(scope)
     assert scope.store is not None
-    assert len(scope.store.search(MemoryFilter("ann"), query="guitar")) == 3  # the store itself would find them
+    assert len(scope.store.search(MemoryFilter("ann"), query="guitar")) == 1  # not memories: the store has one
     found = scope.search("Does Ann play the guitar?", user_id="ann", top_k=10)
     assert [(record.memory_type, record.memory) for record in found] == [("obs_customized", "Ann plays the guitar")]
-    assert scope.search("guitar", user_id="ann", types=["core_memory", "agent_state"]) == []
+    assert [record.memory_type for record in scope.get_all("ann")] == ["obs_customized"]
 
 
-def test_get_all_lists_blocks_and_leaves_the_state_out_unless_asked(scope: MemoryScope) -> None:
+def test_delete_all_takes_the_agent_state_too(scope: MemoryScope) -> None:
     agent_memories(scope)
-    assert sorted(record.memory_type for record in scope.get_all("ann")) == ["core_memory", "obs_customized"]
-    [state] = scope.get_all("ann", types=["agent_state"])
-    assert state.memory == "Ann plays the guitar"
-    [block] = scope.get_all("ann", types="core_memory")
-    assert (block.memory, block.metadata) == ("Ann plays the guitar", {"limit": 200})
-
-
-def test_delete_all_takes_the_agent_memories_too(scope: MemoryScope) -> None:
-    agent_memories(scope)
-    assert scope.delete_all("ann") == 3
+    assert scope.delete_all("ann") == 1
     assert scope.store is not None and scope.store.count(MemoryFilter("ann")) == 0
     assert AgentStateStore(scope.store, "ann").load() == AgentState()
+    assert CoreMemory(scope.store, "ann", [BlockSpec("human", 200)]).get("human").value == ""
 
 
 def test_blocks_and_state_work_on_elasticsearch(local_embedding: LocalEmbedding) -> None:
-    """Elasticsearch refuses zero vectors for cosine: the store keeps these memories without one."""
+    """On Elasticsearch the blocks and the state are documents of the `<index>-state` index."""
     pytest.importorskip("elasticsearch", reason='needs the Elasticsearch client: pip install "memoryscope[elasticsearch]"')
     from memoryscope.stores.elasticsearch_store import ElasticsearchMemoryStore
     from memoryscope.testing.fake_elasticsearch import FakeElasticsearch
@@ -285,7 +294,7 @@ def test_blocks_and_state_move_with_an_export(store: SqliteMemoryStore, tmp_path
     AgentStateStore(store, "ann").save_checkpoint("one", AgentState(), {"human": ""})
     export_memories(store, tmp_path / "ann.jsonl", user_name="ann")
     with SqliteMemoryStore(path=tmp_path / "other.db", embedding_model=local_embedding) as other:
-        assert import_memories(other, tmp_path / "ann.jsonl") == 4
+        assert import_memories(other, tmp_path / "ann.jsonl") == 0  # no memories: state records
         moved = CoreMemory(other, "ann", specs)
         assert {name: block.value for name, block in moved.blocks().items()} == {
             "persona": "I am Sam.",

@@ -1,5 +1,6 @@
 """Core memory blocks (`memoryscope.agent.blocks`) on a real SQLite file: created from their specs,
-edited within their limits, persisted, isolated per user, with every version in the history."""
+edited within their limits, persisted as state records (not memories), isolated per user, with
+every version kept; blocks an older MemoryScope kept as memories move over on first use."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memoryscope.agent.blocks import BlockError, BlockSpec, CoreMemory, block_id
+from memoryscope.agent.blocks import BlockError, BlockSpec, CoreMemory, block_key
+from memoryscope.history import ChangeSource
 from memoryscope.memory import MemoryNode, MemoryType
 from memoryscope.models.embedding.local_embedding import LocalEmbedding
 from memoryscope.stores.base import MemoryFilter
+from memoryscope.stores.legacy_agent import legacy_block_id
 from memoryscope.stores.sqlite_store import SqliteMemoryStore
+from memoryscope.stores.state import StateKey, StateOwner, StateRecord
 
 SPECS = (BlockSpec("persona", 60, "I am Sam, a helpful assistant."), BlockSpec("human", 40))
 
@@ -37,8 +41,7 @@ def core(store: SqliteMemoryStore) -> CoreMemory:
 
 
 def stored_blocks(store: SqliteMemoryStore, user: str = "ann") -> dict[str, str]:
-    nodes = store.scan(MemoryFilter(user, memory_types=(MemoryType.CORE_MEMORY,)), limit=100)
-    return {node.key: node.content for node in nodes}
+    return {record.key.name: record.value["text"] for record in store.list_state(StateOwner(user), "core_block")}
 
 
 def test_blocks_are_created_from_their_specs_once(core: CoreMemory, store: SqliteMemoryStore) -> None:
@@ -49,10 +52,11 @@ def test_blocks_are_created_from_their_specs_once(core: CoreMemory, store: Sqlit
         ("human", "", 40),
     ]
     assert stored_blocks(store) == {"persona": "I am Sam, a helpful assistant.", "human": ""}
-    [node] = store.get([block_id("ann", "", "", "human")])
-    assert node.memory_type is MemoryType.CORE_MEMORY and node.meta == {"limit": 40}
+    [record] = store.read_state([block_key("ann", "", "", "human")])
+    assert (record.version, record.value) == (1, {"text": "", "limit": 40})
     assert core.blocks() == blocks  # nothing made twice
-    assert store.count(MemoryFilter("ann")) == 2
+    assert store.read_state([block_key("ann", "", "", "human")]) == [record]
+    assert store.count(MemoryFilter("ann")) == 0  # blocks are not memories
 
 
 def test_edits_persist_and_survive_reopening_the_store(db_path: Path, local_embedding: LocalEmbedding) -> None:
@@ -72,14 +76,14 @@ def test_edits_persist_and_survive_reopening_the_store(db_path: Path, local_embe
 
 def test_an_append_over_the_limit_is_refused_and_nothing_is_written(core: CoreMemory, store: SqliteMemoryStore) -> None:
     core.append("human", "Ann plays the guitar.")  # 21 of 40
-    before = store.history(memory_id=block_id("ann", "", "", "human"))
+    before = store.state_versions(block_key("ann", "", "", "human"))
     with pytest.raises(BlockError) as refused:
         core.append("human", "She also keeps bees and goats.")  # 21 + 1 + 30 = 52
     assert str(refused.value) == (
         'core memory block "human" would hold 52 characters, over its limit of 40: replace or shorten something first'
     )
     assert core.get("human").value == "Ann plays the guitar."
-    assert store.history(memory_id=block_id("ann", "", "", "human")) == before
+    assert store.state_versions(block_key("ann", "", "", "human")) == before
 
 
 def test_a_replace_over_the_limit_is_refused(core: CoreMemory) -> None:
@@ -177,11 +181,40 @@ def test_a_block_over_a_lowered_limit_may_only_shrink(store: SqliteMemoryStore) 
     assert smaller.replace("human", " and the cello", "").value == "Ann plays the guitar."
 
 
-def test_blocks_are_stored_without_embedding_them(core: CoreMemory, store: SqliteMemoryStore) -> None:
+def test_blocks_are_stored_without_embedding_them(store: SqliteMemoryStore, local_embedding: LocalEmbedding) -> None:
     """An edit costs no embedding call; an empty block would be no input for a remote model."""
-    core.append("human", "Ann plays the guitar.")
-    vectors = store.get_vectors([block_id("ann", "", "", name) for name in ("persona", "human")])
-    assert all(not np.any(vector) for vector in vectors.values())
+    calls: list[int] = []
+    embed = local_embedding.embed_passages
+    local_embedding.embed_passages = lambda texts: calls.append(len(texts)) or embed(texts)  # type: ignore[method-assign]
+    try:
+        CoreMemory(store, "ann", SPECS).append("human", "Ann plays the guitar.")
+    finally:
+        del local_embedding.embed_passages
+    assert calls == [] and store.get_vectors([]) == {}
+
+
+def test_blocks_kept_as_memories_by_an_older_version_move_over_with_their_history(store: SqliteMemoryStore) -> None:
+    """A store written before state records: each block a `core_memory` memory (zero vector), its
+    versions in the memory history. The first use moves it, every version with its time, and
+    deletes the memory."""
+    owner = StateOwner("ann")
+    memory_id = legacy_block_id(owner, "human")
+    old = MemoryNode(
+        user_name="ann", memory_id=memory_id, memory_type=MemoryType.CORE_MEMORY, key="human", content="", meta={"limit": 40}
+    )
+    zeros = np.zeros((1, store.dimension), dtype=np.float32)
+    store.upsert([old], vectors=zeros, change=ChangeSource("core_memory_create"))
+    for text in ("Ann plays the guitar.", "Ann plays the cello."):
+        [node] = store.get([memory_id])
+        store.upsert([node.replace(content=text)], vectors=zeros, change=ChangeSource("core_memory_append", "run-1"))
+    core = CoreMemory(store, "ann", SPECS)
+    assert core.get("human").value == "Ann plays the cello."
+    assert [change.value for change in core.history("human")] == ["", "Ann plays the guitar.", "Ann plays the cello."]
+    assert store.get([memory_id]) == [] and store.count(MemoryFilter("ann", status=None)) == 0
+    [versioned] = store.state_versions(block_key("ann", "", "", "human"), limit=1)
+    assert (versioned.version, versioned.operation, versioned.run_id) == (3, "core_memory_append", "run-1")
+    core.append("human", "Keeps bees.")  # and edits go on from the moved versions
+    assert store.read_state([block_key("ann", "", "", "human")])[0].version == 4
 
 
 def test_specs_are_checked() -> None:
@@ -201,8 +234,8 @@ class _WritesBetween:
         self._store = store
         self._meanwhile: Callable[[], object] | None = meanwhile
 
-    def get(self, memory_ids: list[str]) -> list[MemoryNode]:
-        found = self._store.get(memory_ids)
+    def read_state(self, keys: list[StateKey]) -> list[StateRecord]:
+        found = self._store.read_state(keys)
         run, self._meanwhile = self._meanwhile, None
         if run is not None and found:
             run()

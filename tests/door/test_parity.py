@@ -16,6 +16,8 @@ from door_faces import ServedDoor as Door
 from memoryscope.door import Limits, MemoryNotFoundError, failure_of
 from memoryscope.errors import InvalidInputError, NotFoundError, TooLargeError
 from memoryscope.memory import MemoryNode, MemoryType
+from memoryscope.stores.state import StateKey, StateOwner
+from memoryscope.workers._memoryos import MEMORYOS_PROFILE
 
 NOT_FOUND = failure_of(MemoryNotFoundError("x"))
 TOO_LONG = failure_of(TooLargeError("", code="query_too_long"))
@@ -142,12 +144,14 @@ def test_the_profile_is_the_same_from_every_face_under_each_policy(policy_door: 
     user = "ann"
     config = policy_door.config
     if config == "memoryos":
-        node = MemoryNode(user_name=user, memory_type=MemoryType.MEMORYOS_PROFILE, content="Ann: a beekeeper in Kyoto.")
-    elif config == "agent":
-        node = MemoryNode(user_name=user, memory_type=MemoryType.CORE_MEMORY, key="human", content="Name: Ann. Keeps bees.")
+        node = MemoryNode(user_name=user, memory_type=MEMORYOS_PROFILE, content="Ann: a beekeeper in Kyoto.")
+    elif config == "agent":  # the agent's `human` block: a state record, not a memory
+        node = MemoryNode(user_name=user, memory_type=MemoryType.OBSERVATION, content="Name: Ann. Keeps bees.")
+        store.write_state({StateKey(StateOwner(user), "core_block", "human"): {"text": node.content, "limit": 2000}})
     else:
         node = MemoryNode(user_name=user, memory_type=MemoryType.INSIGHT, key="hobby", content="ann keeps bees")
-    store.upsert([node])
+    if config != "agent":
+        store.upsert([node])
     expected = policy_door.scope.profile(user)
     assert expected.policy == {"default": "insights", "memoryos": "memoryos", "agent": "agent"}[config]
     answer = policy_door.face(face).profile(user)

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from memoryos_scripted_llm import T0
 
-from memoryscope.memory import MemoryType
 from memoryscope.memoryos import Memoryos
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 from memoryscope.testing.memoryos_script import MemoryosScript
+from memoryscope.workers._memoryos import MEMORYOS_PAGE, MEMORYOS_SEGMENT
 
 
 def test_the_tiers_persist_in_elasticsearch(tmp_path: Path, fake_openai: FakeOpenAIServer) -> None:
@@ -41,7 +41,7 @@ def test_the_tiers_persist_in_elasticsearch(tmp_path: Path, fake_openai: FakeOpe
             kinds = sorted(record.memory_type for record in memo.scope.get_all("ann", target_name=memo.assistant_id))
         assert kinds == ["memoryos_knowledge"] * 2 + ["memoryos_page"] * 3 + ["memoryos_profile"] + ["memoryos_segment"] * 2
         assert {document["memory_type"] for document in server.documents("memoryos").values()} >= {
-            MemoryType.MEMORYOS_PAGE.value,
-            MemoryType.MEMORYOS_SEGMENT.value,
+            MEMORYOS_PAGE.value,
+            MEMORYOS_SEGMENT.value,
         }
         assert not (tmp_path / "memoryos.db").exists()  # no embedded store beside it

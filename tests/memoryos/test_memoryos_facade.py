@@ -19,6 +19,7 @@ from memoryscope.memory import MemoryStatus, MemoryType
 from memoryscope.memoryos import Memoryos
 from memoryscope.stores.base import MemoryFilter
 from memoryscope.testing.fake_openai import FakeOpenAIServer
+from memoryscope.workers._memoryos import MEMORYOS_KNOWLEDGE, MEMORYOS_PAGE, MEMORYOS_PROFILE, MEMORYOS_SEGMENT
 
 TEA = ("I drink green tea every morning", "Green tea is lovely.")
 TEA_AGAIN = ("I drink green tea every evening too", "Twice a day!")
@@ -45,7 +46,7 @@ def test_the_facade_answers_with_memory_and_keeps_the_turn(
     assert answer == "Your cat is called Mochi."
     system = fake_openai.requests[-1].body["messages"][0]["content"]
     assert "[2024-10-26 12:00:00 Sat] User: My cat is called Mochi | Assistant: What a sweet name!" in system
-    assert count(memo, MemoryType.MEMORYOS_PAGE, tier="short") == 2  # the answered turn is kept too
+    assert count(memo, MEMORYOS_PAGE, tier="short") == 2  # the answered turn is kept too
     assert (tmp_path / "memoryos.db").exists()  # data_storage_path holds the embedded store
     assert memo.get_user_profile() == ""  # nothing promoted yet
 
@@ -65,7 +66,7 @@ def test_users_and_assistants_are_kept_apart(make_memoryos: Callable[..., Memory
     assert "sourdough" in chef_pack["text"] and "tea" not in chef_pack["text"]
     bob_pack = bob_tutor.retrieve("green tea", timestamp=at(5))
     assert "stamps" in bob_pack["text"] and "tea" not in bob_pack["text"] and not bob_pack["knowledge"]
-    assert count(ann_tutor, MemoryType.MEMORYOS_SEGMENT) == 1 and count(ann_chef, MemoryType.MEMORYOS_SEGMENT) == 0
+    assert count(ann_tutor, MEMORYOS_SEGMENT) == 1 and count(ann_chef, MEMORYOS_SEGMENT) == 0
 
 
 def test_unreadable_segment_summaries_move_nothing_and_are_reported(
@@ -78,9 +79,9 @@ def test_unreadable_segment_summaries_move_nothing_and_are_reported(
     result = memo.add_memory(*BIKE, timestamp=at(1))
 
     assert "unreadable segment summaries" in result.context.result
-    assert count(memo, MemoryType.MEMORYOS_PAGE, tier="short") == 2 and count(memo, MemoryType.MEMORYOS_SEGMENT) == 0
+    assert count(memo, MEMORYOS_PAGE, tier="short") == 2 and count(memo, MEMORYOS_SEGMENT) == 0
     memo.add_memory(*TEA_AGAIN, timestamp=at(2))  # the next move takes both waiting pages
-    assert count(memo, MemoryType.MEMORYOS_PAGE, tier="mid") == 2
+    assert count(memo, MEMORYOS_PAGE, tier="mid") == 2
 
 
 def test_an_unreadable_analysis_promotes_nothing_and_leaves_the_segment_hot(
@@ -95,8 +96,8 @@ def test_an_unreadable_analysis_promotes_nothing_and_leaves_the_segment_hot(
 
     assert "unreadable analysis" in result.context.result
     assert "moved page: 1" in result.context.result  # the move itself went through
-    assert count(memo, MemoryType.MEMORYOS_PROFILE) == 0 and count(memo, MemoryType.MEMORYOS_KNOWLEDGE) == 0
-    assert count(memo, MemoryType.MEMORYOS_SEGMENT, interaction_length=2) == 1  # not reset: still hot
+    assert count(memo, MEMORYOS_PROFILE) == 0 and count(memo, MEMORYOS_KNOWLEDGE) == 0
+    assert count(memo, MEMORYOS_SEGMENT, interaction_length=2) == 1  # not reset: still hot
     rerun = memo.update(timestamp=at(3))
     assert memo.get_user_profile() == "Ann loves green tea.", (rerun.stopped, rerun.context.result)
 
@@ -130,13 +131,13 @@ def test_a_process_killed_during_a_promotion_loses_nothing(
     script.block = None
 
     # the child's page was stored before the update; the update itself left nothing half-way
-    assert count(memo, MemoryType.MEMORYOS_PAGE, tier="short") == 2
-    assert count(memo, MemoryType.MEMORYOS_SEGMENT, interaction_length=1) == 1
-    assert count(memo, MemoryType.MEMORYOS_PROFILE) == 0 and count(memo, MemoryType.MEMORYOS_KNOWLEDGE) == 0
+    assert count(memo, MEMORYOS_PAGE, tier="short") == 2
+    assert count(memo, MEMORYOS_SEGMENT, interaction_length=1) == 1
+    assert count(memo, MEMORYOS_PROFILE) == 0 and count(memo, MEMORYOS_KNOWLEDGE) == 0
 
     result = memo.update(timestamp=at(3))  # the next run does the whole work
 
     assert "profile updated: 1" in result.context.result, json.dumps(result.context.result)
-    assert count(memo, MemoryType.MEMORYOS_PAGE, tier="short") == 1
-    assert count(memo, MemoryType.MEMORYOS_SEGMENT, interaction_length=0) == 1
+    assert count(memo, MEMORYOS_PAGE, tier="short") == 1
+    assert count(memo, MEMORYOS_SEGMENT, interaction_length=0) == 1
     assert memo.get_user_profile() == "Ann loves green tea."

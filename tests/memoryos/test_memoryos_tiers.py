@@ -13,7 +13,13 @@ from memoryscope.context import Message
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
 from memoryscope.memoryos import Memoryos
 from memoryscope.stores.base import MemoryFilter
-from memoryscope.workers._memoryos import HeatParams, segment_heat
+from memoryscope.workers._memoryos import (
+    MEMORYOS_KNOWLEDGE,
+    MEMORYOS_PAGE,
+    MEMORYOS_SEGMENT,
+    HeatParams,
+    segment_heat,
+)
 
 TEA = ("I drink green tea every morning", "Green tea is lovely.")
 TEA_AGAIN = ("I drink green tea every evening too", "Twice a day!")
@@ -34,7 +40,7 @@ def nodes(memo: Memoryos, kind: MemoryType, status: MemoryStatus | None = Memory
 
 def tiers(memo: Memoryos) -> list[str]:
     """Each valid page's tier, in the order the pages were said."""
-    pages = sorted(nodes(memo, MemoryType.MEMORYOS_PAGE), key=lambda page: page.message_time or page.created_at)
+    pages = sorted(nodes(memo, MEMORYOS_PAGE), key=lambda page: page.message_time or page.created_at)
     return [page.meta["memoryos_tier"] for page in pages]
 
 
@@ -52,7 +58,7 @@ def test_the_short_term_keeps_its_capacity_and_the_oldest_pages_move(
     assert tiers(memo) == ["mid", "short", "short", "short"]
     assert script.calls["mid"] == 1
     assert "moved page: 1" in result.context.result
-    [segment] = nodes(memo, MemoryType.MEMORYOS_SEGMENT)
+    [segment] = nodes(memo, MEMORYOS_SEGMENT)
     assert segment.content == TEA[0]  # the scripted summary of the page
     assert segment.meta["memoryos_interaction_length"] == 1
 
@@ -66,7 +72,7 @@ def test_an_overflow_of_several_pages_moves_in_one_llm_call(make_memoryos: Calla
 
     assert script.calls["mid"] == 1  # three pages, two segments, one call
     assert tiers(memo) == ["mid", "mid", "mid", "short", "short"]
-    segments = {segment.content: segment for segment in nodes(memo, MemoryType.MEMORYOS_SEGMENT)}
+    segments = {segment.content: segment for segment in nodes(memo, MEMORYOS_SEGMENT)}
     assert {content: segment.meta["memoryos_page_count"] for content, segment in segments.items()} == {TEA[0]: 2, BIKE[0]: 1}
     [request] = [request for request in script.server.requests if "Summaries of all" in str(request.body)]
     assert "Segment 2" in str(request.body) and "Segment 3" not in str(request.body)
@@ -79,14 +85,14 @@ def test_a_similar_page_joins_its_segment_and_another_topic_opens_a_new_one(
     memo.add_memory(*TEA, timestamp=at(0))
     memo.add_memory(*TEA_AGAIN, timestamp=at(1))  # TEA moves: a new segment
     memo.add_memory(*BIKE, timestamp=at(2))  # TEA_AGAIN moves: joins the tea segment
-    [segment] = nodes(memo, MemoryType.MEMORYOS_SEGMENT)
+    [segment] = nodes(memo, MEMORYOS_SEGMENT)
     assert segment.meta["memoryos_page_count"] == 2 and segment.meta["memoryos_interaction_length"] == 2
 
     memo.add_memory(*PIANO, timestamp=at(3))  # BIKE moves: another topic, a new segment
 
-    segments = {segment.content: segment for segment in nodes(memo, MemoryType.MEMORYOS_SEGMENT)}
+    segments = {segment.content: segment for segment in nodes(memo, MEMORYOS_SEGMENT)}
     assert set(segments) == {TEA[0], BIKE[0]}
-    pages = nodes(memo, MemoryType.MEMORYOS_PAGE)
+    pages = nodes(memo, MEMORYOS_PAGE)
     tea_pages = [page for page in pages if page.meta.get("memoryos_segment_id") == segments[TEA[0]].memory_id]
     assert len(tea_pages) == 2
 
@@ -97,14 +103,14 @@ def test_retrieval_visits_heat_the_segment_and_heat_decays_with_time(
     memo = make_memoryos(short_term_capacity=1, mid_term_heat_threshold=100.0)
     memo.add_memory(*TEA, timestamp=at(0))
     memo.add_memory(*BIKE, timestamp=at(1))
-    [before] = nodes(memo, MemoryType.MEMORYOS_SEGMENT)
+    [before] = nodes(memo, MEMORYOS_SEGMENT)
     heat = HeatParams()
     moment = at(10)
 
     pack = memo.retrieve("Do I like green tea?", timestamp=moment)
 
     assert pack["mid_term"][0]["memory_id"] == before.memory_id
-    [after] = nodes(memo, MemoryType.MEMORYOS_SEGMENT)
+    [after] = nodes(memo, MEMORYOS_SEGMENT)
     assert after.access_count == before.access_count + 1
     assert after.last_accessed_at == moment
     assert segment_heat(after, moment, heat) > segment_heat(before, moment, heat)
@@ -128,9 +134,9 @@ def test_a_hot_segment_is_promoted_once_and_its_heat_reset(make_memoryos: Callab
 
     assert script.calls["long"] == 1
     assert memo.get_user_profile() == "Ann loves green tea."
-    [fact] = nodes(memo, MemoryType.MEMORYOS_KNOWLEDGE)
+    [fact] = nodes(memo, MEMORYOS_KNOWLEDGE)
     assert (fact.key, fact.content) == ("user", "Ann drinks green tea")
-    tea = next(segment for segment in nodes(memo, MemoryType.MEMORYOS_SEGMENT) if segment.content == TEA[0])
+    tea = next(segment for segment in nodes(memo, MEMORYOS_SEGMENT) if segment.content == TEA[0])
     assert tea.access_count == 0 and tea.meta["memoryos_interaction_length"] == 0
     memo.update(timestamp=at(4))
     assert script.calls["long"] == 1  # cooled down: not promoted again
@@ -156,7 +162,7 @@ def test_knowledge_over_capacity_evicts_the_least_recently_used(make_memoryos: C
     memo.add_memory(*TEA_AGAIN, timestamp=at(1))  # TEA moves: tea segment, heat 1 + recency
     memo.add_memory(*BIKE, timestamp=at(2))  # TEA_AGAIN joins it: heat 2 + recency, promoted, then reset
     assert script.calls["long"] == 1
-    assert sorted(fact.content for fact in nodes(memo, MemoryType.MEMORYOS_KNOWLEDGE)) == [
+    assert sorted(fact.content for fact in nodes(memo, MEMORYOS_KNOWLEDGE)) == [
         "Ann cycles",
         "Ann drinks tea",
         "I recommended oolong",
@@ -168,11 +174,11 @@ def test_knowledge_over_capacity_evicts_the_least_recently_used(make_memoryos: C
     memo.add_memory(*PIANO, timestamp=at(5))  # the second tea page joins the tea segment: promoted again
     assert script.calls["long"] == 2
 
-    user_facts = {fact.content for fact in nodes(memo, MemoryType.MEMORYOS_KNOWLEDGE) if fact.key == "user"}
+    user_facts = {fact.content for fact in nodes(memo, MEMORYOS_KNOWLEDGE) if fact.key == "user"}
     assert user_facts == {"Ann drinks tea", "Ann plays piano"}
-    [evicted] = nodes(memo, MemoryType.MEMORYOS_KNOWLEDGE, MemoryStatus.EXPIRED)
+    [evicted] = nodes(memo, MEMORYOS_KNOWLEDGE, MemoryStatus.EXPIRED)
     assert evicted.content == "Ann cycles"  # used least recently
-    assistant = [fact.content for fact in nodes(memo, MemoryType.MEMORYOS_KNOWLEDGE) if fact.key == "assistant"]
+    assistant = [fact.content for fact in nodes(memo, MEMORYOS_KNOWLEDGE) if fact.key == "assistant"]
     assert assistant == ["I recommended oolong"]  # each kind has its own capacity
 
 
@@ -187,9 +193,9 @@ def test_mid_term_over_capacity_evicts_the_coldest_segment_with_its_pages(
     memo.retrieve("green tea", timestamp=at(3))  # the tea segment is visited: warmer than the bike one
     memo.add_memory("What should I cook tonight?", "Maybe pasta.", timestamp=at(4))  # piano segment: a third
 
-    segments = nodes(memo, MemoryType.MEMORYOS_SEGMENT)
+    segments = nodes(memo, MEMORYOS_SEGMENT)
     assert sorted(segment.content for segment in segments) == sorted([TEA[0], PIANO[0]])
-    [gone] = nodes(memo, MemoryType.MEMORYOS_SEGMENT, MemoryStatus.EXPIRED)
+    [gone] = nodes(memo, MEMORYOS_SEGMENT, MemoryStatus.EXPIRED)
     assert gone.content == BIKE[0]
-    expired_pages = nodes(memo, MemoryType.MEMORYOS_PAGE, MemoryStatus.EXPIRED)
+    expired_pages = nodes(memo, MEMORYOS_PAGE, MemoryStatus.EXPIRED)
     assert [page.meta["memoryos_segment_id"] for page in expired_pages] == [gone.memory_id]

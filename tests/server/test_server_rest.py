@@ -437,7 +437,7 @@ def test_export_streams_json_lines_that_import_reads_back(
         "grows tomatoes": "expired",
     }
     # the history comes along (the other workspace's stays out): two adds and one expiry
-    assert end == {"format": "memoryscope.memories", "end": True, "count": 2, "changes": 3}
+    assert end == {"format": "memoryscope.memories", "end": True, "count": 2, "changes": 3, "states": 0}
     assert [change["action"] for change in changes] == ["created", "created", "expired"]
 
     clean_environment(monkeypatch)
@@ -747,3 +747,14 @@ def test_a_memory_added_shows_the_same_times_as_when_it_is_read_back(api: Api, u
     assert {name: added[name] for name in ("time", "created_at", "message_time")} == {
         name: read[name] for name in ("time", "created_at", "message_time")
     }
+
+
+def test_memory_types_come_from_the_registry_in_listing_order(api: Api) -> None:
+    """What the playground groups the memory viewer by; the agent records of an older version are not listed."""
+    response = api.get("/v1/memory-types")
+    assert response.status_code == 200
+    types = {item["name"]: item for item in response.json()["memory_types"]}
+    ours = [name for name in types if types[name]["owner"] == "memoryscope" and types[name]["listed"]]
+    assert ours == ["insight", "obs_customized", "observation", "conversation"]
+    assert types["insight"]["labels"] == {"en": "insight memory", "zh": "洞察记忆"} and types["insight"]["listed"]
+    assert types["core_memory"]["listed"] is False and types["insight"]["owner"] == "memoryscope"

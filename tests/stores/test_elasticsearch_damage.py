@@ -44,7 +44,7 @@ def _hits(server: FakeElasticsearch, **damage: Any) -> list[dict[str, Any]]:
 
 
 @pytest.mark.parametrize(
-    "damage", [{"access_count": "abc"}, {"created_at": "abc"}, {"reflected": "yes"}, {"memory_type": "poem"}], ids=str
+    "damage", [{"access_count": "abc"}, {"created_at": "abc"}, {"reflected": "yes"}, {"memory_type": 12}], ids=str
 )
 def test_a_document_of_the_wrong_kind_is_left_out_of_searches_and_scans(
     server: FakeElasticsearch, store: ElasticsearchMemoryStore, damage: dict[str, Any], caplog: pytest.LogCaptureFixture

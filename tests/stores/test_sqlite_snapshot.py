@@ -47,14 +47,14 @@ def _fill(store: SqliteMemoryStore, count: int, start: int = 0) -> None:
 
 def _rows(matrix: UserMatrix) -> dict[int, tuple[object, ...]]:
     """Every row of `matrix` by row id, codes turned back into names: comparable across matrices."""
-    targets, workspaces = matrix.code_names()
+    targets, workspaces, types = matrix.code_names()
     out = {}
     for position in range(matrix.size):
         times = tuple(float(matrix.times[name][position]) for name in sorted(matrix.times))
         out[int(matrix.row_ids[position])] = (
             targets[matrix.target[position]],
             workspaces[matrix.workspace[position]],
-            int(matrix.memory_type[position]),
+            types[matrix.memory_type[position]],
             int(matrix.status[position]),
             bool(matrix.reflected[position]),
             bool(matrix.updated[position]),

@@ -9,6 +9,9 @@ from typing import ClassVar
 import pytest
 
 from memoryscope.context import CONTEXT_FIELDS, MemoryContext, context_extensions, context_field
+from memoryscope.listing import memory_listing
+from memoryscope.memory import MemoryNode, MemoryType
+from memoryscope.memory_types import register_memory_type
 from memoryscope.worker import Worker, WorkerParams
 from memoryscope.workflow import WorkflowRunner, check_plan, parse_workflow
 
@@ -81,3 +84,36 @@ def test_the_core_context_holds_none_of_memoryos_fields() -> None:
 
     core = {item.name for item in dataclasses.fields(MemoryContext)}
     assert not core & {"short_term_pages", "mid_term_recall", "memoryos_update_due"}
+
+
+TEST_MOOD_TYPE = register_memory_type(
+    "test_mood_note", labels={"en": "mood notes", "zh": "情绪记录"}, order=35, owner="test_plugin"
+)
+
+
+class NoteMood(Worker):
+    memory_types: ClassVar[tuple[str, ...]] = ("test_mood_note",)
+
+
+def test_a_capability_registers_a_memory_type_that_the_plan_check_and_listings_know() -> None:
+    assert MemoryType("test_mood_note") is TEST_MOOD_TYPE and TEST_MOOD_TYPE in MemoryType
+    assert check_plan(parse_workflow("note"), {"note": NoteMood}, ("user_name",), "op") == []
+    node = MemoryNode(user_name="ann", content="sounded cheerful", memory_type="test_mood_note")  # type: ignore[arg-type]
+    insight = MemoryNode(user_name="ann", content="likes tea", memory_type=MemoryType.INSIGHT)
+    shown = memory_listing([node, insight], "en", None).splitlines()
+    assert [line for line in shown if line.startswith("-----")] == [
+        "----- insight memory (1) -----",
+        "----- mood notes (1) -----",
+    ]
+    with pytest.raises(ValueError, match="registered by 'test_plugin' already"):
+        register_memory_type("test_mood_note", labels={"en": "other"}, owner="another_plugin")
+
+    class NoteWeather(Worker):
+        memory_types: ClassVar[tuple[str, ...]] = ("zzqx_weather_note",)
+
+    [(_, problem)] = check_plan(parse_workflow("x"), {"x": NoteWeather}, ("user_name",), "op")
+    assert "'zzqx_weather_note', which nobody registered" in problem and "register_memory_type" in problem
+    with pytest.raises(ValueError, match="not a memory type; the types are: conversation"):
+        MemoryType("zzqx_weather_note")
+    read_back = MemoryNode.from_dict({**node.to_dict(), "memory_type": "zzqx_weather_note"})  # as a store holds it
+    assert read_back.memory_type == "zzqx_weather_note" and "zzqx_weather_note" not in MemoryType

@@ -4,12 +4,11 @@
 
 const POLL_MS = 2000;          // how often the memory viewer asks for changes while the tab is shown
 const LIST_LIMIT = 500;        // the newest memories the viewer lists
-const GROUPS = [               // memory types, in the viewer's order: what was learnt first
-  ["insight", "Insights (profile)"],
-  ["observation", "Observations"],
-  ["obs_customized", "Observations (customised)"],
-  ["conversation", "Conversation"],
-  ["core_memory", "Core memory (the agent's blocks)"],
+let GROUPS = [                 // memory types in the viewer's order, replaced by the server's registry at start
+  ["insight", "Insight memory"],
+  ["obs_customized", "Added memory"],
+  ["observation", "Observation memory"],
+  ["conversation", "Conversation memory"],
 ];
 const ALWAYS_SHOWN = new Set(["insight", "observation", "conversation"]);  // even when empty
 const FRESH_MS = 4000;         // how long a memory that just appeared stays highlighted
@@ -447,8 +446,26 @@ async function start() {
   } catch (error) {
     notify(explain(error), true);
   }
+  await loadMemoryTypes();
   await loadOperations();
   setInterval(poll, POLL_MS);
+}
+
+// The groups of the memory viewer: the types the server registered (`/v1/memory-types`), in its order.
+async function loadMemoryTypes() {
+  try {
+    const answer = await api("GET", "/v1/memory-types");
+    const listed = answer.memory_types.filter((type) => type.listed);
+    if (listed.length) {
+      GROUPS = listed.map((type) => {
+        const label = type.labels.en || type.name.replaceAll("_", " ");
+        return [type.name, label.charAt(0).toUpperCase() + label.slice(1)];
+      });
+      state.shownJson = "";
+    }
+  } catch (error) {
+    notify(explain(error), true);
+  }
 }
 
 document.addEventListener("DOMContentLoaded", start);
