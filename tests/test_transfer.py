@@ -232,7 +232,7 @@ HEADER = {"format": FORMAT, "version": 1, "embedding_model": "m", "dimension": 3
         ('{"user_name": "ann", "content": ', "not valid JSON"),
         (json.dumps({"user_name": "ann", "content": "x", "colour": "red"}), "unknown memory fields \\['colour'\\]"),
         (json.dumps({"user_name": "ann"}), "the memory has no 'content'"),
-        (json.dumps({"user_name": "ann", "content": "x", "memory_type": "dream"}), "'dream' is not a valid MemoryType"),
+        (json.dumps({"user_name": "ann", "content": "x", "memory_type": "dream"}), "unknown memory type 'dream'; the"),
         (json.dumps({"user_name": "ann", "content": "x", "created_at": "yesterday"}), "Invalid isoformat"),
         (json.dumps({"user_name": "ann", "content": "x", "created_at": "2024-01-01T00:00:00"}), "timezone-aware"),
         (json.dumps({"user_name": "ann", "content": 7}), "'content' must be a string"),

@@ -10,8 +10,12 @@ from __future__ import annotations
 
 import ast
 import re
-import tomllib
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: pytest brings tomli
+    import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKER_LAYER = "memoryscope.worker"
@@ -19,7 +23,8 @@ WORKER_LAYER = "memoryscope.worker"
 
 def allowed_modules() -> list[str]:
     """Every module named at or below the layer of `memoryscope.worker`, and the workers' own package."""
-    layers = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]["contracts"][0]["layers"]
+    settings = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    layers = settings["tool"]["importlinter"]["contracts"][0]["layers"]
     names_by_layer = [[name.strip() for name in re.split(r"[|:]", layer)] for layer in layers]
     start = next(index for index, names in enumerate(names_by_layer) if WORKER_LAYER in names)
     return [name for names in names_by_layer[start:] for name in names] + ["memoryscope.workers"]

@@ -107,7 +107,12 @@ def delete_indices(client: Any, name: str) -> list[str]:
 # ---- the command ----------------------------------------------------------------------------------
 
 # the contract's mixins name a group; its own checks by what their name says, first match wins
-_CLASS_GROUPS = {"SearchCases": "search", "MetadataCases": "metadata filters", "WholeStoreCases": "whole store, re-embedding"}
+_CLASS_GROUPS = {
+    "SearchCases": "search",
+    "MetadataCases": "metadata filters",
+    "WholeStoreCases": "whole store, re-embedding",
+    "StateCases": "state records",
+}
 _NAME_GROUPS = (
     ("history", "history"),
     ("lease", "leases"),
@@ -128,6 +133,7 @@ _GROUP_ORDER = (
     "metadata filters",
     "history",
     "leases",
+    "state records",
     "the embedding model",
     "whole store, re-embedding",
 )  # the report's order; a group missing here comes last

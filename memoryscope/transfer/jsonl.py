@@ -49,7 +49,7 @@ import numpy as np
 
 from memoryscope.errors import StoreError
 from memoryscope.history import MemoryChange
-from memoryscope.memory import MemoryNode, embedding_text, utc_now
+from memoryscope.memory import MemoryNode, MemoryType, embedding_text, utc_now
 from memoryscope.progress import Progress
 from memoryscope.stores.base import MemoryStore
 from memoryscope.stores.state import StateRecord
@@ -419,6 +419,14 @@ def _memory(record: Any, header: _Header | None, label: str, number: int) -> tup
     problem = _type_problem(fields)
     if problem:
         raise ImportFileError(label, number, problem)
+    if "memory_type" in fields and fields["memory_type"] not in MemoryType:
+        known = ", ".join(member.value for member in MemoryType)
+        raise ImportFileError(
+            label,
+            number,
+            f"unknown memory type {fields['memory_type']!r}; the types are: {known} "
+            "(a capability's own types are known once its workers are installed)",
+        )
     try:
         node = MemoryNode.from_dict(fields)
     except (TypeError, ValueError) as error:
