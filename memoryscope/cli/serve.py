@@ -75,6 +75,8 @@ def _serve(args: argparse.Namespace) -> int:
     from memoryscope.server.running import graceful_server
 
     overrides = {"memory_store.path": args.store} if args.store else {}
+    if args.host:
+        overrides["server.host"] = args.host  # the app answers for the name it is bound to
     config = load_config(args.config, overrides or None)
     settings = config.server
     host = args.host or settings.host

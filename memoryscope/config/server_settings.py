@@ -6,6 +6,8 @@
       api_keys_file: keys.yaml      # relative to the config file; see memoryscope.server.access
       rate_limit_per_minute: 600    # per API key; 0: no limit
       cors_origins: []              # e.g. ["https://app.example.com"]; empty: CORS off
+      allowed_hosts: []             # Host names besides localhost and IP addresses (behind a proxy: its name)
+      allowed_origins: []           # web pages (origins) besides the server's own that may change anything
 
 Every key is optional; a config without the section serves on loopback with no keys.
 """
@@ -43,6 +45,16 @@ class ServerSettings(BoundedParams):
     )
     playground: bool = Field(default=True, description="Serve the web playground at `/` (the API stays at /v1).")
     cors_origins: tuple[str, ...] = Field(default=(), description="Origins allowed by CORS; empty: CORS off. `*` allows any.")
+    allowed_hosts: tuple[str, ...] = Field(
+        default=(),
+        description="Host names the server answers for besides localhost, *.localhost, IP addresses and the name it "
+        "is bound to (DNS rebinding defence); `*`: any, for a deployment whose proxy checks the host.",
+    )
+    allowed_origins: tuple[str, ...] = Field(
+        default=(),
+        description="Origins (scheme://host:port) of web pages allowed to change anything here besides the server's "
+        "own (the playground); `cors_origins` are allowed too. `*`: any.",
+    )
     keep_alive_s: float = Field(
         default=65.0,
         gt=0,

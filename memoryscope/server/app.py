@@ -6,9 +6,10 @@
 `create_app` mounts the REST API (`/v1/users/{user}/...`, `/v1/memories/{id}`), the
 OpenAI-compatible chat (`/v1/chat/completions`, `/v1/models`), `/healthz`, `/readyz`,
 `/metrics`, the MCP tools at `/mcp` and the web playground at `/`; OpenAPI is at `/docs`.
-Requests pass two checks before any handler: a body larger than `server.max_body_bytes` is
-refused with 413 (by its Content-Length, or as it streams in), and every request is counted and
-timed per route for `/metrics`. On shutdown the scope is closed:
+Requests pass three checks before any handler: what a web page of another site could make a
+browser send is refused (`browser_guard`: the Host, the Origin of a change, a form's content
+type), a body larger than `server.max_body_bytes` is refused with 413 (by its Content-Length, or
+as it streams in), and every request is counted and timed per route for `/metrics`. On shutdown the scope is closed:
 its schedulers stop taking work and a background operation still running gets
 `server.shutdown_timeout_s` to finish, after which it is abandoned before its atomic write; the
 store is closed once the requests in flight are done. The servers MemoryScope runs (`memoryscope
@@ -36,6 +37,7 @@ from memoryscope.app import MemoryScope
 from memoryscope.config.server_settings import ServerSettings
 from memoryscope.server import routes_chat, routes_health, routes_memory, routes_ops, routes_playground
 from memoryscope.server.access import KeyRing
+from memoryscope.server.browser_guard import BrowserGuard, HostPolicy
 from memoryscope.server.errors import install_error_handlers
 from memoryscope.server.limits import RateLimiter
 from memoryscope.server.metrics import ServerMetrics
@@ -70,9 +72,13 @@ def create_app(
         chat=scope.chats.get(settings.chat) if settings.chat else next(iter(scope.chats.values()), None),
     )
 
+    policy = HostPolicy(settings.host, settings.allowed_hosts, (*settings.allowed_origins, *settings.cors_origins))
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         for line in keys.describe() if keys else ["no API keys: every caller may reach every user"]:
+            logger.info("access: %s", line)
+        for line in policy.describe():
             logger.info("access: %s", line)
         shutdown = _ScopeShutdown(scope, settings.shutdown_timeout_s) if close_scope_on_shutdown else None
         app.state.memoryscope_shutdown = shutdown
@@ -99,6 +105,7 @@ def create_app(
         app.add_middleware(CORSMiddleware, allow_origins=list(settings.cors_origins), allow_methods=["*"], allow_headers=["*"])
     app.add_middleware(BodyLimit, max_bytes=settings.max_body_bytes)
     app.add_middleware(EncodedSlashGuard)
+    app.add_middleware(BrowserGuard, policy=policy)
     app.add_middleware(RequestMetrics, metrics=state.metrics)
     return app
 
