@@ -60,14 +60,14 @@ def missing_firefox() -> str:
 
 
 @contextmanager
-def chromium_driver(width: int = 1280, height: int = 900) -> Iterator[Any]:
+def chromium_driver(width: int = 1280, height: int = 900, extra_flags: tuple[str, ...] = ()) -> Iterator[Any]:
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
     profile = tempfile.mkdtemp(prefix="chromium-profile-")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in (*FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}"):
+    for flag in (*FLAGS, *extra_flags, f"--user-data-dir={profile}", f"--window-size={width},{height}"):
         options.add_argument(flag)
     driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
     driver.set_page_load_timeout(30)
