@@ -38,6 +38,7 @@ def _mcp(args: argparse.Namespace) -> int:
         return 0
     try:
         from memoryscope.mcp.server import build_mcp, fixed_user
+        from memoryscope.mcp.stdio import run_stdio
     except ImportError as error:
         raise MemoryScopeError(
             f"`memoryscope mcp` needs the mcp extra ({error.name} is missing): pip install 'memoryscope[mcp]'"
@@ -51,5 +52,5 @@ def _mcp(args: argparse.Namespace) -> int:
         user = scope.door.caller(args.user).user_id  # the one rule: --user, else the service's human_name
         server = build_mcp(scope, fixed_user(user))
         print(f"memoryscope: MCP server on stdio for user {user!r} ({scope.config.source})", file=sys.stderr, flush=True)
-        server.run("stdio")
+        run_stdio(server)
     return 0

@@ -10,11 +10,15 @@ from datetime import datetime, tzinfo
 from typing import Any
 
 from memoryscope.context import Message
+from memoryscope.door.limits import check_unicode
 from memoryscope.errors import InvalidInputError
 from memoryscope.memory import MemoryType, is_own_meta_key
 from memoryscope.stores.base import TimeRange
 
 __all__ = ["listed_types", "MessagesIn", "aware", "parse_time", "messages_of", "checked_metadata", "memory_types", "time_range"]
+
+MAX_METADATA_DEPTH = 8  # levels of lists and objects inside one metadata value
+MAX_METADATA_CHARS = 32_000  # one memory's metadata, as JSON
 
 MessagesIn = str | Message | Mapping[str, Any] | Sequence[str | Message | Mapping[str, Any]]
 
@@ -94,16 +98,41 @@ def checked_metadata(metadata: Mapping[str, Any] | None, allow_none: bool = Fals
             if value.tzinfo is None:
                 raise InvalidInputError(f"metadata {key!r}: give a timezone-aware datetime, got naive {value!r}")
             value = value.isoformat()
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError):
-            raise InvalidInputError(
-                f"metadata {key!r}: {type(value).__name__} cannot be stored; use texts, finite numbers, booleans, lists or dicts"
-            ) from None
-        if isinstance(value, float) and not math.isfinite(value):  # pragma: no cover - json.dumps refuses them above
-            raise InvalidInputError(f"metadata {key!r}: {value} is not a finite number")
+        check_unicode(key, f"metadata key {key[:40]!r}")
+        _check_value(key, value, depth=1)
         checked[key] = value
+    size = len(json.dumps(checked, ensure_ascii=False))
+    if size > MAX_METADATA_CHARS:
+        raise InvalidInputError(
+            f"metadata is {size:,} characters as JSON; at most {MAX_METADATA_CHARS:,}: "
+            "keep large data elsewhere and store a reference to it",
+            code="metadata_too_large",
+        )
     return checked
+
+
+def _check_value(key: str, value: Any, depth: int) -> None:
+    """Refuse what could not be stored and read back as it was: non-finite numbers, lone
+    surrogates, types JSON has not, nesting deeper than MAX_METADATA_DEPTH."""
+    if depth > MAX_METADATA_DEPTH:
+        raise InvalidInputError(f"metadata {key!r} is nested more than {MAX_METADATA_DEPTH} deep", code="metadata_too_deep")
+    if isinstance(value, str):
+        check_unicode(value, f"metadata {key!r}")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise InvalidInputError(f"metadata {key!r}: {value} is not a finite number; store finite numbers only", code="not_finite")
+    elif isinstance(value, Mapping):
+        for inner_key, inner in value.items():
+            if not isinstance(inner_key, str):
+                raise InvalidInputError(f"metadata {key!r}: keys inside must be texts, got {inner_key!r}")
+            check_unicode(inner_key, f"metadata {key!r}")
+            _check_value(key, inner, depth + 1)
+    elif isinstance(value, list | tuple):
+        for inner in value:
+            _check_value(key, inner, depth + 1)
+    elif value is not None and not isinstance(value, bool | int | float):
+        raise InvalidInputError(
+            f"metadata {key!r}: {type(value).__name__} cannot be stored; use texts, finite numbers, booleans, lists or dicts"
+        )
 
 
 def listed_types() -> tuple[MemoryType, ...]:

@@ -25,6 +25,7 @@ class Limits:
         return cls(settings.max_query_chars, settings.max_messages_per_request, settings.max_top_k)
 
     def check_text(self, text: str, what: str) -> None:
+        check_unicode(text, f"the {what}")
         if len(text) > self.max_text_chars:
             raise TooLargeError(
                 f"the {what} has {len(text)} characters; at most {self.max_text_chars} (server.max_query_chars)",
@@ -44,3 +45,18 @@ class Limits:
         if top_k > self.max_top_k:
             raise TooLargeError(f"top_k {top_k} is over {self.max_top_k} (server.max_top_k)", code="top_k_too_large")
         return top_k
+
+
+def check_unicode(text: str, what: str) -> None:
+    """InvalidInputError when `text` holds an unpaired surrogate (half of a UTF-16 pair, as a JSON
+    escape like "\\ud800" can carry): no store can keep it, and no answer could carry it back."""
+    if text.isascii():
+        return
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise InvalidInputError(
+            f"{what} is not valid Unicode: an unpaired surrogate {text[error.start]!r} at character {error.start}; "
+            "send the text as UTF-8 (a JSON \\ud83d escape must be followed by its pair)",
+            code="invalid_unicode",
+        ) from None

@@ -45,7 +45,7 @@ class SearchBody(BaseModel):
     model_config = _STRICT
 
     query: str = Field(min_length=1, description="What to find memories for.")
-    top_k: int = Field(default=10, ge=1, description="How many memories at most.")
+    top_k: int = Field(default=10, ge=1, strict=True, description="How many memories at most (a number, not a text).")
     types: list[MemoryTypeName] | None = Field(default=None, description="Only memories of these types.")
     since: Time | None = Field(default=None, description="Only memories said at or after this time.")
     until: Time | None = Field(default=None, description="Only memories said before this time.")

@@ -185,16 +185,22 @@ def _epoch(moment: datetime | None) -> float | None:
 def node_to_row(node: MemoryNode) -> tuple[Any, ...]:
     """The `NODE_COLUMNS` values of `node`: times as UTC epoch seconds, lists and meta as JSON."""
     try:
-        meta = json.dumps(node.meta, ensure_ascii=False)
+        meta = json.dumps(node.meta, ensure_ascii=False, allow_nan=False)
         source_ids = json.dumps(list(node.source_message_ids), ensure_ascii=False)
-    except (TypeError, ValueError) as error:
-        raise StoreError(f"memory {node.memory_id!r}: meta and source_message_ids must be JSON-serialisable: {error}") from None
+        for text in (node.content, node.key, node.value, meta):  # what SQLite could not store as UTF-8
+            if not text.isascii():
+                text.encode("utf-8")
+    except (TypeError, ValueError) as error:  # UnicodeEncodeError is a ValueError
+        raise StoreError(
+            f"memory {node.memory_id!r} cannot be stored so that it reads back: {error} "
+            "(meta must be JSON with finite numbers; texts valid Unicode)"
+        ) from None
     return (
         node.memory_id,
         node.user_name,
         node.target_name,
         node.workspace,
-        MemoryType(node.memory_type).value,
+        str(node.memory_type),
         node.content,
         node.key,
         node.value,
@@ -223,6 +229,11 @@ def node_from_row(row: Sequence[Any], score: float | None = None) -> MemoryNode:
         return _node_from_row(row, score)
     except (TypeError, ValueError, KeyError, OverflowError, OSError) as error:
         raise DamagedRowError(row, error) from None
+
+
+def _no_constant(name: str) -> Any:
+    """NaN and Infinity in a stored meta (written by an older version): the row is damaged, not read."""
+    raise ValueError(f"meta holds {name}, which JSON has not")
 
 
 def _memory_type(name: Any) -> MemoryType:
@@ -263,7 +274,7 @@ def _node_from_row(row: Sequence[Any], score: float | None) -> MemoryNode:
             updated=bool(updated),
             access_count=access_count,
             last_accessed_at=None if last_accessed_at is None else _from_epoch(last_accessed_at, timezone.utc),
-            meta={} if meta == "{}" else json.loads(meta),
+            meta={} if meta == "{}" else json.loads(meta, parse_constant=_no_constant),
             score=score,
         )
     )
@@ -330,7 +341,7 @@ def _sound(kind: str, value: Any, choices: dict[str, Any] | None) -> bool:
     if type(value) is not str or kind == "text":
         return type(value) is str
     try:
-        loaded = json.loads(value)
+        loaded = json.loads(value, parse_constant=_no_constant)
     except ValueError:
         return False
     return isinstance(loaded, dict) if kind == "object" else isinstance(loaded, list) and all(type(i) is str for i in loaded)

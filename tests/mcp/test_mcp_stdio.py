@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 from mcp import Client
 from mcp_session import run_client, seed, stdio_server, text_of
@@ -100,3 +106,45 @@ def test_the_user_defaults_to_the_services_human_name(llm: FakeOpenAIServer, sto
         human = scope.default_service.params.human_name
         assert [r.memory for r in scope.get_all(human)] == ["I grow tomatoes"]
         assert human != "ann"
+
+
+def test_a_lone_surrogate_and_a_broken_line_are_answered(llm: FakeOpenAIServer, store: Path) -> None:
+    """JSON-RPC lines as a client writes them: one with half a UTF-16 pair (`\\ud800`, which the SDK's
+    own client cannot even send) and one that is not JSON. Each gets its JSON-RPC error at once
+    (the SDK alone answers neither: its caller waits forever), nothing is stored, and the server
+    goes on answering."""
+    server = stdio_server(store, llm, "--user", "ann")
+    process = subprocess.Popen(
+        [server.command, *server.args], env={**os.environ, **(server.env or {})},
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    answers: dict[Any, dict[str, Any]] = {}
+    reader = threading.Thread(target=lambda: answers.update((m.get("id"), m) for m in map(json.loads, process.stdout)))
+    try:
+        assert process.stdin is not None and process.stdout is not None
+        reader.start()
+        hello = {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+        lines = [
+            json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": hello}),
+            json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+            '{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "add_memory", '
+            '"arguments": {"user_input": "I keep bees \\ud800"}}}',
+            '{"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": ',
+            json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                        "params": {"name": "retrieve_memory", "arguments": {"query": "bees"}}}),
+        ]  # fmt: skip
+        process.stdin.write(("\n".join(lines) + "\n").encode())
+        process.stdin.flush()
+        deadline = time.monotonic() + 60
+        while 4 not in answers and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert answers[2]["error"]["code"] == -32602 and "not valid Unicode" in answers[2]["error"]["message"]
+        assert answers[None]["error"]["code"] == -32700  # the broken line: no id to answer to
+        assert "keep bees" not in json.dumps(answers[4]["result"])
+    finally:
+        process.kill()
+        process.wait(timeout=30)
+        reader.join(timeout=30)
+        for pipe in (process.stdin, process.stdout):
+            if pipe is not None:
+                pipe.close()

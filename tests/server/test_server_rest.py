@@ -758,3 +758,55 @@ def test_memory_types_come_from_the_registry_in_listing_order(api: Api) -> None:
     assert ours == ["insight", "obs_customized", "observation", "conversation"]
     assert types["insight"]["labels"] == {"en": "insight memory", "zh": "洞察记忆"} and types["insight"]["listed"]
     assert types["core_memory"]["listed"] is False and types["insight"]["owner"] == "memoryscope"
+
+
+def _raw_json(api: Api, method: str, path: str, text: str) -> requests.Response:
+    """A body sent as written (NaN, a lone surrogate's escape: what `json=` would not produce)."""
+    return api.request(method, path, data=text.encode(), headers={"Content-Type": "application/json"})
+
+
+def test_nothing_is_stored_that_could_not_be_read_back(api: Api, user: str) -> None:
+    """Each refused with a 422 naming the field; the user's memories and reads stay whole."""
+    api.add(user, "likes tea")
+    memories = f"/v1/users/{user}/memories"
+    for metadata, code in (
+        ('{"score": NaN}', "not_finite"),
+        ('{"score": Infinity}', "not_finite"),
+        ('{"deep": ' + "[" * 500 + "]" * 500 + "}", "metadata_too_deep"),
+        ('{"note": "\\ud800"}', "invalid_unicode"),
+    ):
+        response = _raw_json(api, "POST", memories, '{"texts": ["planted"], "metadata": ' + metadata + "}")
+        message = assert_error(response, 422, code)
+        assert "metadata" in message, message
+    said = _raw_json(api, "POST", f"/v1/users/{user}/messages", '{"messages": [{"content": "half \\udc00 a pair"}]}')
+    # a declared text field is refused by the request's schema; the door refuses the rest alike
+    assert said.status_code == 422 and "unicode" in said.json()["error"]["message"].lower()
+    search = _raw_json(api, "POST", f"/v1/users/{user}/search", '{"query": "tea \\ud83d"}')
+    assert search.status_code == 422 and "unicode" in search.json()["error"]["message"].lower()
+    chat = _raw_json(api, "POST", "/v1/chat/completions", '{"model": "memoryscope", "user": "' + user + '", "messages": '
+                     '[{"role": "user", "content": "\\ud800"}]}')  # fmt: skip
+    assert chat.status_code == 422, chat.text
+    assert api.listed(user) == ["likes tea"]
+    found = api.post(f"/v1/users/{user}/search", json={"query": "tea"})
+    assert found.status_code == 200 and [m["memory"] for m in found.json()["memories"]] == ["likes tea"]
+
+
+def test_top_k_must_be_a_number_not_a_text(api: Api, user: str) -> None:
+    api.add(user, "likes tea")
+    response = api.post(f"/v1/users/{user}/search", json={"query": "tea", "top_k": "5"})
+    assert "top_k" in assert_error(response, 422, "invalid_request")
+
+
+def test_a_row_poisoned_before_these_checks_is_skipped_not_fatal(api: Api, user: str, caplog: pytest.LogCaptureFixture) -> None:
+    """A meta holding NaN (written by an older version): that memory is left out with a warning;
+    the user's other memories are still listed, searched and exported."""
+    (poisoned,) = api.add(user, "keeps bees")
+    api.add(user, "likes tea")
+    with sqlite3.connect(api.path) as connection:
+        connection.execute("UPDATE memories SET meta = ? WHERE memory_id = ?", ('{"score": NaN}', poisoned["id"]))
+    with caplog.at_level("WARNING"):
+        assert api.listed(user) == ["likes tea"]
+    assert any(poisoned["id"] in record.getMessage() for record in caplog.records)
+    assert api.post(f"/v1/users/{user}/search", json={"query": "bees"}).status_code == 200
+    exported = api.get(f"/v1/users/{user}/export")
+    assert exported.status_code == 200 and all(json.loads(line) for line in exported.text.splitlines())
