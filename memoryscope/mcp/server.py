@@ -13,6 +13,8 @@ tool error with a readable message; the server keeps serving.
 
 from __future__ import annotations
 
+import logging
+import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
     from memoryscope.app import MemoryScope
 
 __all__ = ["build_mcp", "fixed_user", "UserResolver"]
+
+logger = logging.getLogger("memoryscope.mcp")
 
 UserResolver = Callable[[Context], str]
 """Whose memories a tool call reaches, from the call's context; raises `MemoryScopeError` to refuse it."""
@@ -51,6 +55,20 @@ def fixed_user(user: str) -> UserResolver:
     return lambda context: user
 
 
+def _shows_detail(context: Context) -> bool:
+    """Whether this call may see a server-side failure's detail (an upstream host and answer, a
+    file's path): over stdio, the local user who runs it may; over HTTP, an admin key (or any
+    caller of a server without keys), as the REST face decides (`memoryscope.server.errors`)."""
+    try:
+        request = context.request_context.request
+    except (AttributeError, LookupError, ValueError):
+        return True
+    if request is None:
+        return True
+    state = getattr(request, "scope", {}).get("state") or {}
+    return bool(state.get("shows_detail", False))
+
+
 def build_mcp(scope: MemoryScope, user_resolver: UserResolver, workspace: str = "", door: Door | None = None) -> MCPServer:
     """The MCP server over `scope`'s verbs (or `door`: a server's, with its limits); each call's
     user from `user_resolver`."""
@@ -63,7 +81,14 @@ def build_mcp(scope: MemoryScope, user_resolver: UserResolver, workspace: str = 
             return action(user_resolver(context), *args)
         except MemoryScopeError as error:
             # the kind from the door's one table of failures, then what to do about it
-            raise ToolError(f"{failure_of(error).kind}: {error}") from None
+            failure = failure_of(error)
+            if failure.http_status >= 500 and not _shows_detail(context):
+                incident = uuid.uuid4().hex[:12]
+                logger.warning("incident %s: MCP tool failed: %s: %s", incident, failure.kind, error)
+                raise ToolError(
+                    f"{failure.kind}: the server failed on this call (incident {incident}; its log has the detail)"
+                ) from None
+            raise ToolError(f"{failure.kind}: {error}") from None
 
     @server.tool(
         structured_output=False,

@@ -5,12 +5,15 @@
 The shape is also OpenAI's (`error.message`, `error.type`, `error.code`), so an OpenAI SDK reads
 the chat endpoint's errors as its own. Library errors take their status and code from the door's
 one table (`memoryscope.door.failures`): bad input 422, not found 404, a store that fails 503, a
-model that fails 502; anything unexpected is 500 with no internals.
+model that fails 502; anything unexpected is 500 with no internals. A failure on the server's side
+tells its detail (an upstream host and answer, a file's path) only to admin callers; others get
+the code and an incident id to find the detail in the log (`for_caller`).
 """
 
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,7 +25,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from memoryscope.door import failure_of
 from memoryscope.errors import MemoryScopeError, WorkerError
 
-__all__ = ["ApiError", "error_body", "install_error_handlers"]
+__all__ = ["ApiError", "error_body", "for_caller", "install_error_handlers"]
 
 logger = logging.getLogger("memoryscope.server")
 
@@ -79,6 +82,28 @@ def library_error(error: MemoryScopeError) -> ApiError:
     return ApiError(failure.http_status, failure.kind, message, headers=headers)
 
 
+# What a caller who may not see the detail is told of a failure on the server's side.
+_PUBLIC = {
+    "model_error": "a model call failed",
+    "store_error": "the memory store failed",
+    "shutting_down": "the server is shutting down; retry against another replica or later",
+    "operation_failed": "the operation failed",
+}
+
+
+def for_caller(request: Request, error: ApiError) -> ApiError:
+    """`error` as this request's caller may see it. A failure on the server's side (5xx) says
+    what failed in detail (upstream hosts and answers, file paths) only to an admin caller (an
+    admin key, or anyone when the server has no keys); others get its code and an incident id
+    the log carries beside the detail."""
+    if error.status < 500 or getattr(request.state, "shows_detail", False):
+        return error
+    incident = uuid.uuid4().hex[:12]
+    logger.warning("incident %s: %s %s answered %s: %s", incident, request.method, request.url.path, error.code, error.message)
+    said = _PUBLIC.get(error.code, "the server failed on this request")
+    return ApiError(error.status, error.code, f"{said} (incident {incident}; the server's log has the detail)", error.headers)
+
+
 def validation_message(errors: Sequence[Any]) -> tuple[str, str]:
     """(code, message) for pydantic's list of body or parameter problems."""
     if any(item.get("type") == "json_invalid" for item in errors):
@@ -104,7 +129,7 @@ def validation_message(errors: Sequence[Any]) -> tuple[str, str]:
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(request: Request, error: ApiError) -> JSONResponse:
-        return error_response(error)
+        return error_response(for_caller(request, error))
 
     @app.exception_handler(RequestValidationError)
     async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
@@ -114,9 +139,9 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(MemoryScopeError)
     async def _library(request: Request, error: MemoryScopeError) -> JSONResponse:
         api_error = library_error(error)
-        if api_error.status >= 500:
+        if api_error.status >= 500 and getattr(request.state, "shows_detail", False):
             logger.warning("%s %s: %s", request.method, request.url.path, error)
-        return error_response(api_error)
+        return error_response(for_caller(request, api_error))
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:

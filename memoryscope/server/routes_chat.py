@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from memoryscope.errors import MemoryScopeError
 from memoryscope.models.token_count import count_tokens
-from memoryscope.server.errors import ApiError, error_body, library_error
+from memoryscope.server.errors import ApiError, error_body, for_caller, library_error
 from memoryscope.server.state import CallerDep, ServerState, state_of
 
 __all__ = ["router"]
@@ -103,7 +103,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, who: C
     except MemoryScopeError as error:
         raise library_error(error) from error
     include_usage = bool((body.stream_options or {}).get("include_usage"))
-    events = _sse(opening, answer, completion_id, state.settings.model_id, user, prompt_tokens, include_usage)
+    events = _sse(opening, answer, completion_id, state.settings.model_id, user, prompt_tokens, include_usage, request)
     return StreamingResponse(events, media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
 
@@ -143,8 +143,9 @@ def _extension(user: str, meta: dict[str, Any]) -> dict[str, Any]:
 
 
 async def _sse(
-    opening: Any, answer: Any, completion_id: str, model_id: str, user: str, prompt_tokens: int, include_usage: bool
-) -> AsyncIterator[str]:
+    opening: Any, answer: Any, completion_id: str, model_id: str, user: str, prompt_tokens: int, include_usage: bool,
+    request: Request,
+) -> AsyncIterator[str]:  # fmt: skip
     """The reply as OpenAI's `chat.completion.chunk` events, from its `opening` piece (None: the
     reply was empty) and the rest of `answer`; a failure mid-stream is an error event."""
     created = int(time.time())
@@ -170,7 +171,7 @@ async def _sse(
                 yield chunk({"content": piece.delta})
             piece = await anext(answer, None)
     except MemoryScopeError as error:
-        api_error = library_error(error)
+        api_error = for_caller(request, library_error(error))
         yield f"data: {json.dumps(error_body(api_error.status, api_error.code, api_error.message))}\n\n"
         return
     if first:

@@ -126,6 +126,7 @@ def caller(request: Request) -> Caller:
     """The calling key, checked: 401 without a valid one (when keys are configured), 429 past its rate."""
     state = state_of(request)
     if not state.keys:
+        request.state.shows_detail = True  # no keys: whoever calls runs the server (see errors.for_caller)
         return Caller(None)
     key = state.keys.authenticate(presented_key(request))
     if key is None:
@@ -136,6 +137,7 @@ def caller(request: Request) -> Caller:
         raise ApiError(401, "unauthorized", message, headers={"WWW-Authenticate": "Bearer"})
     _check_rate(state, key.name, f"the API key {key.name!r} is")
     request.state.key_name = key.name
+    request.state.shows_detail = key.admin
     return Caller(key)
 
 

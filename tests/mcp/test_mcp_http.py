@@ -104,3 +104,17 @@ def test_mounting_twice_keeps_one_endpoint(llm: FakeOpenAIServer, store: Path) -
     assert mount_mcp(app, app.state.memoryscope) is first
     assert [getattr(route, "path", None) for route in app.router.routes].count("/mcp") == 1
     scope.close()
+
+
+def test_a_model_failure_hides_its_detail_from_a_users_key(live: LiveServer, llm: FakeOpenAIServer) -> None:
+    """The upstream model's answer and host stay in the server's log; the tool error says the kind and an incident."""
+
+    async def body(client: Client) -> None:
+        await client.call_tool("add_memory", {"user_input": "I play the guitar"})
+        llm.fail_next(count=20, status=400, body="upstream says: quota of org-7731 exceeded")
+        failed = await client.call_tool("consolidate_memory", {})
+        text = text_of(failed)
+        assert failed.is_error and "model_error: the server failed on this call (incident " in text
+        assert "org-7731" not in text and "127.0.0.1" not in text
+
+    run_client(connect(live, Authorization="Bearer ann-key"), body)
