@@ -46,6 +46,7 @@ from memoryscope.compat.inputs import caller_inputs
 from memoryscope.context import Message
 from memoryscope.memory import format_time
 from memoryscope.models.base import ChatMessage, GenerationModel
+from memoryscope.models.token_count import count_tokens
 from memoryscope.workflow import RunResult
 
 if TYPE_CHECKING:
@@ -130,6 +131,7 @@ class ApiMemoryChat:
         history: History | None = None,
         stream: bool | None = None,
         query_time: datetime | None = None,
+        model_options: Mapping[str, Any] | None = None,
     ) -> Any:
         """A `ChatResponse`; with `stream=True` an iterator of them, each with `.delta`.
 
@@ -142,7 +144,9 @@ class ApiMemoryChat:
         service's `contextual_msg_max_count`), None (no earlier turns) or n (the last n turns);
         `remember_response=False` keeps neither the turn nor its messages. `history` (chat
         messages, or dicts with `role` and `content`) replaces the chat's own turns for this
-        call; `query_time` is when the query was asked (default now).
+        call; `query_time` is when the query was asked (default now). `model_options` (e.g.
+        `{"temperature": 0.2, "max_tokens": 200}`) go with this reply's model call, over the
+        chat's `generation_model_kwargs`.
         """
         ask = self._ask(query, role_name, query_time, remember_response)
         prompt_parts = (system_prompt, memory_prompt, temporary_memories)
@@ -151,7 +155,7 @@ class ApiMemoryChat:
         except KeyboardInterrupt:  # Ctrl-C while memories were being found: the message was still said
             self._remember_unanswered(ask)
             raise
-        return self._answer(prepared, stream)
+        return self._answer(prepared, stream, model_options)
 
     async def achat_with_memory(
         self,
@@ -166,6 +170,7 @@ class ApiMemoryChat:
         history: History | None = None,
         stream: bool | None = None,
         query_time: datetime | None = None,
+        model_options: Mapping[str, Any] | None = None,
     ) -> Any:
         """As `chat_with_memory`, for asyncio: a `ChatResponse`, or with `stream=True` an async iterator.
 
@@ -178,6 +183,7 @@ class ApiMemoryChat:
         prompt_parts = (system_prompt, memory_prompt, temporary_memories)
         turn = await asyncio.to_thread(self._prepare, ask, prompt_parts, history, history_message_strategy)
         stream = self.stream if stream is None else stream
+        options = {**self._options, **(model_options or {})}
         ask, meta, model = turn.ask, turn.meta, turn.model
         if model is None:
             response = self._memories_instead(meta)
@@ -185,10 +191,10 @@ class ApiMemoryChat:
             return one(with_delta(response, response.message.content)) if stream else response
         if stream:
             answered, failed = partial(self._remember, ask), partial(self._remember_unanswered, ask)
-            return astream_reply(model, turn.messages, self._options, meta, answered, failed)
+            return astream_reply(model, turn.messages, options, meta, answered, failed)
         started = time.perf_counter()
         try:
-            reply = await model.achat(turn.messages, **self._options)
+            reply = await model.achat(turn.messages, **options)
         except Exception:
             await asyncio.to_thread(self._remember_unanswered, ask)
             raise
@@ -264,9 +270,10 @@ class ApiMemoryChat:
             moment = query_time.replace(tzinfo=zone) if query_time.tzinfo is None else query_time
         return Ask(query, role_name or self.user_name, moment, remember)
 
-    def _answer(self, turn: _Prepared, stream: bool | None) -> Any:
+    def _answer(self, turn: _Prepared, stream: bool | None, model_options: Mapping[str, Any] | None = None) -> Any:
         """The reply to a prepared turn (see `chat_with_memory`); the turn is remembered after it."""
         stream = self.stream if stream is None else stream
+        options = {**self._options, **(model_options or {})}
         ask, meta, model = turn.ask, turn.meta, turn.model
         if model is None:
             response = self._memories_instead(meta)
@@ -274,10 +281,10 @@ class ApiMemoryChat:
             return iter([with_delta(response, response.message.content)]) if stream else response
         if stream:
             answered, failed = partial(self._remember, ask), partial(self._remember_unanswered, ask)
-            return stream_reply(model, turn.messages, self._options, meta, answered, failed)
+            return stream_reply(model, turn.messages, options, meta, answered, failed)
         started = time.perf_counter()
         try:
-            reply = model.chat(turn.messages, **self._options)
+            reply = model.chat(turn.messages, **options)
         except (Exception, KeyboardInterrupt):  # Ctrl-C while waiting: the message was still said
             self._remember_unanswered(ask)
             raise
@@ -293,7 +300,9 @@ class ApiMemoryChat:
         if model is None:
             return _Prepared(ask, meta, None, [])
         system = self._system(ask, meta, *prompt_parts)
-        return _Prepared(ask, meta, model, self._messages(ask, system, history, strategy))
+        messages = self._messages(ask, system, history, strategy)
+        meta["prompt_tokens"] = sum(count_tokens(message.content) for message in messages)  # what is sent, memories included
+        return _Prepared(ask, meta, model, messages)
 
     def _model(self) -> GenerationModel | None:
         return self._scope.env.generation_model(self.params.generation_model, f"memory_chat.{self.name}.generation_model")

@@ -15,9 +15,10 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from memoryscope.memory import MemoryNode
 
 __all__ = [
+    "CallTally",
+    "tally_calls",
     "Usage",
     "ModelParams",
     "ChatMessage",
@@ -45,9 +48,50 @@ __all__ = [
 
 
 @dataclass
+class CallTally:
+    """What the model calls made inside one `tally_calls()` block cost, by the role of the model
+    (`generation`, `embedding`, `rank`): calls, prompt and completion tokens."""
+
+    by_role: dict[str, dict[str, int]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def add(self, role: str, prompt_tokens: int, completion_tokens: int) -> None:
+        with self._lock:
+            entry = self.by_role.setdefault(role, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0})
+            entry["calls"] += 1
+            entry["prompt_tokens"] += prompt_tokens
+            entry["completion_tokens"] += completion_tokens
+
+    def of(self, role: str) -> dict[str, int]:
+        """The calls of models of this role (zeros when none)."""
+        with self._lock:
+            return dict(self.by_role.get(role, {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}))
+
+    def roles(self) -> dict[str, dict[str, int]]:
+        with self._lock:
+            return {role: dict(entry) for role, entry in self.by_role.items()}
+
+
+_TALLY: ContextVar[CallTally | None] = ContextVar("memoryscope_call_tally", default=None)
+
+
+@contextmanager
+def tally_calls() -> Iterator[CallTally]:
+    """Count the model calls this block makes (in its task, and in threads and tasks it starts),
+    apart from everyone else's: what one request cost."""
+    tally = CallTally()
+    token = _TALLY.set(tally)
+    try:
+        yield tally
+    finally:
+        _TALLY.reset(token)
+
+
+@dataclass
 class Usage:
     """What one model has cost so far. Thread-safe; read with `snapshot()`."""
 
+    role: str = ""  # the kind of model counted: generation, embedding, rank
     calls: int = 0
     errors: int = 0
     prompt_tokens: int = 0
@@ -56,6 +100,9 @@ class Usage:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def record(self, *, latency_s: float, prompt_tokens: int = 0, completion_tokens: int = 0, error: bool = False) -> None:
+        tally = _TALLY.get()
+        if tally is not None and not error:
+            tally.add(self.role, prompt_tokens, completion_tokens)
         with self._lock:
             self.calls += 1
             self.errors += int(error)
@@ -118,11 +165,12 @@ class _Model(ABC):  # noqa: B024  # shared state only; the roles below declare t
     """Shared by every model: a backend name, a model name, an endpoint and usage counters."""
 
     backend: str = ""
+    role: ClassVar[str] = ""
 
     def __init__(self, model_name: str, endpoint: str = "local") -> None:
         self.model_name = model_name
         self.endpoint = endpoint
-        self.usage = Usage()
+        self.usage = Usage(role=self.role)
 
     def __repr__(self) -> str:  # never shows keys
         return f"{type(self).__name__}(backend={self.backend!r}, model={self.model_name!r}, endpoint={self.endpoint!r})"
@@ -130,6 +178,8 @@ class _Model(ABC):  # noqa: B024  # shared state only; the roles below declare t
 
 class GenerationModel(_Model):
     """Chat completion: sync, async and streaming."""
+
+    role: ClassVar[str] = "generation"
 
     @abstractmethod
     def chat(self, messages: Sequence[ChatMessage], **options: Any) -> str: ...
@@ -219,6 +269,8 @@ class PresetGenerationModel(GenerationModel):
 class EmbeddingModel(_Model):
     """Text → unit vectors. Queries and passages may be embedded differently (e5 prefixes)."""
 
+    role: ClassVar[str] = "embedding"
+
     @property
     @abstractmethod
     def dimension(self) -> int: ...
@@ -248,6 +300,8 @@ class EmbeddingModel(_Model):
 
 class RankModel(_Model):
     """Scores memories against a query; higher is more relevant."""
+
+    role: ClassVar[str] = "rank"
 
     @abstractmethod
     def score(self, query: str, memories: Sequence[MemoryNode], query_time: datetime | None = None) -> list[float]:

@@ -18,6 +18,7 @@ tokens with cl100k (an estimate for other models). Sampling options come from th
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
 import uuid
@@ -29,6 +30,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from memoryscope.errors import MemoryScopeError
+from memoryscope.models.base import CallTally, tally_calls
 from memoryscope.models.token_count import count_tokens
 from memoryscope.server.errors import ApiError, error_body, for_caller, library_error
 from memoryscope.server.state import CallerDep, ServerState, state_of
@@ -52,14 +54,51 @@ class ChatMessageIn(BaseModel):
         return self.content or ""
 
 
+# OpenAI's request fields that go to the model with this reply's call, as given
+PASSED_TO_MODEL = (
+    "temperature", "top_p", "max_tokens", "max_completion_tokens", "stop", "seed",
+    "presence_penalty", "frequency_penalty", "response_format", "logit_bias",
+)  # fmt: skip
+# fields that change nothing an answer says: accepted and left alone
+_HARMLESS = frozenset({"metadata", "store", "service_tier", "parallel_tool_calls", "prompt_cache_key", "safety_identifier"})
+
+
 class ChatCompletionRequest(BaseModel):
-    model_config = ConfigDict(extra="allow")  # temperature, top_p, ...: accepted, the config's options apply
+    model_config = ConfigDict(extra="allow")  # checked by `model_options`: a field no call can honour is a 400
 
     model: str = Field(min_length=1)
     messages: list[ChatMessageIn] = Field(min_length=1)
     stream: bool = False
     user: str | None = Field(default=None, max_length=256, description="Whose memories (else the X-MemoryScope-User header).")
     stream_options: dict[str, Any] | None = None
+    n: int = Field(default=1, ge=1, description="How many replies; this server gives one (n > 1 is refused).")
+
+    def model_options(self) -> dict[str, Any]:
+        """The fields that go to the model with this reply (`PASSED_TO_MODEL`); 400 naming any other
+        field the model would have to honour (tools, several replies, log probabilities, audio)."""
+        extra = dict(self.model_extra or {})
+        if self.n != 1:
+            raise ApiError(400, "unsupported_parameter", f"n={self.n}: this server gives one reply per request; send n=1")
+        choice = extra.pop("tool_choice", None)
+        if extra.pop("tools", None) or (choice not in (None, "none")):
+            raise ApiError(
+                400,
+                "unsupported_parameter",
+                "tools: the chat endpoint answers with text (the memories go into the prompt); "
+                "call the model's own API for function calling, or use the agent config (its tools are the memory's)",
+            )
+        options = {name: extra.pop(name) for name in PASSED_TO_MODEL if extra.get(name) is not None}
+        for name in PASSED_TO_MODEL:
+            extra.pop(name, None)
+        unsupported = sorted(name for name in extra if name not in _HARMLESS)
+        if unsupported:
+            raise ApiError(
+                400,
+                "unsupported_parameter",
+                f"{', '.join(unsupported)}: not supported by this server's chat endpoint; leave them out "
+                f"(passed to the model: {', '.join(PASSED_TO_MODEL)})",
+            )
+        return options
 
 
 @router.get("/models", summary="The model this server answers as")
@@ -80,21 +119,26 @@ async def chat_completions(body: ChatCompletionRequest, request: Request, who: C
         )
     query, history, system = _split(body, state)
     chat = _chat(state).for_user(user)
-    try:
-        answer = await chat.achat_with_memory(query, system_prompt=system, history=history, stream=body.stream)
-    except MemoryScopeError as error:
-        raise library_error(error) from error
+    given = {"model_options": options} if (options := body.model_options()) else {}
+    if given and "model_options" not in inspect.signature(chat.achat_with_memory).parameters:
+        message = f"{', '.join(options)}: this server's chat ({type(chat).__name__}) sets its own model options"
+        raise ApiError(400, "unsupported_parameter", message)
+    with tally_calls() as tally:
+        try:
+            answer = await chat.achat_with_memory(query, system_prompt=system, history=history, stream=body.stream, **given)
+        except MemoryScopeError as error:
+            raise library_error(error) from error
     completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
     prompt_tokens = sum(count_tokens(message.text()) for message in body.messages)
     if not body.stream:
         meta = answer.meta_data
         reply = answer.message.content
-        prompt_tokens += count_tokens(meta.get("memories") or "")
+        usage = _reported_usage(tally, reply) or _usage(_sent_tokens(meta, prompt_tokens), count_tokens(reply))
         return {
             "id": completion_id, "object": "chat.completion", "created": int(time.time()), "model": state.settings.model_id,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": reply}, "finish_reason": "stop"}],
-            "usage": _usage(prompt_tokens, count_tokens(reply)),
-            "memoryscope": _extension(user, meta),
+            "usage": usage,
+            "memoryscope": {**_extension(user, meta), "usage": _own_costs(tally)},
         }  # fmt: skip
     try:
         # the first piece before the 200 goes out: a model that fails at once is an HTTP error, as
@@ -127,6 +171,27 @@ def _chat(state: ServerState) -> Any:
     if state.chat is None:
         raise ApiError(404, "no_chat", f"{state.scope.config.source} defines no memory_chat; add one to serve chat completions")
     return state.chat
+
+
+def _sent_tokens(meta: dict[str, Any], asked: int) -> int:
+    """The prompt tokens of what went to the model (system prompt and memories included), counted
+    here; the request's own messages when the chat says nothing of it."""
+    sent = meta.get("prompt_tokens")
+    return sent if isinstance(sent, int) else asked + count_tokens(meta.get("memories") or "")
+
+
+def _reported_usage(tally: CallTally, reply: str) -> dict[str, int] | None:
+    """The usage the model reported for this reply's call (the request as sent: system prompt
+    and memories included), when one call made it."""
+    made = tally.of("generation")
+    if made["calls"] != 1 or not made["prompt_tokens"]:
+        return None
+    return _usage(made["prompt_tokens"], made["completion_tokens"] or count_tokens(reply))
+
+
+def _own_costs(tally: CallTally) -> dict[str, dict[str, int]]:
+    """MemoryScope's own model calls for this reply (embedding the query, ranking), apart from the reply's."""
+    return {role: entry for role, entry in tally.roles().items() if role != "generation"}
 
 
 def _usage(prompt: int, completion: int) -> dict[str, int]:
@@ -178,7 +243,7 @@ async def _sse(
         yield chunk({"role": "assistant", "content": ""}, memoryscope=_extension(user, meta))
     yield chunk({}, "stop")
     if include_usage:
-        prompt = prompt_tokens + count_tokens(meta.get("memories") or "")
+        prompt = _sent_tokens(meta, prompt_tokens)
         event = {
             "id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model_id,
             "choices": [], "usage": _usage(prompt, count_tokens(reply)),

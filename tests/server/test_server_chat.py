@@ -15,6 +15,7 @@ import openai
 import pytest
 from openai import OpenAI
 
+from memoryscope.models.token_count import count_tokens
 from memoryscope.testing.fake_openai import FakeOpenAIServer, RecordedRequest
 from memoryscope.testing.live_server import LiveServer
 from tests.server.conftest import ScopeFactory, ServeFactory
@@ -413,3 +414,43 @@ def test_concurrent_chats_of_five_users_each_see_only_their_own_memories(
     for user in HOBBIES:
         said = [text for role, text in conversation(client, user) if role == "user"]
         assert sorted(said) == sorted(query for name, query in requests if name == user)
+
+
+def test_the_callers_generation_options_reach_the_model_and_usage_is_what_it_reported(
+    sdk: OpenAI, fake_openai: FakeOpenAIServer
+) -> None:
+    """temperature, top_p, max_tokens, stop, seed and response_format go with the reply's call as
+    given; `usage` is the model's own count for the request as sent (system prompt and memories
+    included), and MemoryScope's embedding calls are counted apart."""
+    said = [{"role": "user", "content": "I keep bees"}]
+    assert sdk.chat.completions.create(model="memoryscope", user="ann", messages=said).choices[0].message.content
+    completion = sdk.chat.completions.create(
+        model="memoryscope", user="ann", messages=[{"role": "user", "content": "What do I keep?"}],
+        temperature=0.2, top_p=0.9, max_tokens=64, stop=["\n\n"], seed=7, response_format={"type": "json_object"},
+    )  # fmt: skip
+    sent = llm_chats(fake_openai)[-1].body
+    assert (sent["temperature"], sent["top_p"], sent["max_tokens"], sent["stop"], sent["seed"]) == (0.2, 0.9, 64, ["\n\n"], 7)
+    assert sent["response_format"] == {"type": "json_object"}
+    assert completion.usage is not None
+    # what the model reported for the whole prompt it got (the fake counts it as cl100k tokens)
+    as_sent = sum(count_tokens(str(message.get("content") or "")) for message in sent["messages"])
+    assert completion.usage.prompt_tokens == as_sent > count_tokens("What do I keep?") + 20
+    extension = completion.model_extra["memoryscope"]  # type: ignore[index]
+    assert extension["usage"]["embedding"]["calls"] >= 1 and "generation" not in extension["usage"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [
+        ({"n": 2}, "n=2"),
+        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}, "tools"),
+        ({"tool_choice": "required"}, "tools"),
+        ({"logprobs": True}, "logprobs"),
+        ({"modalities": ["text", "audio"]}, "modalities"),
+    ],
+)
+def test_what_cannot_be_honoured_is_a_400_naming_it(client: httpx.Client, fields: dict[str, Any], named: str) -> None:
+    response = client.post("/v1/chat/completions", json=ask("hello", **fields))
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["code"] == "unsupported_parameter" and named in error["message"]
