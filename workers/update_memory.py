@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime
 from typing import Any, ClassVar, Literal
 from zoneinfo import ZoneInfo
@@ -17,6 +18,8 @@ from memoryscope.stores.base import MemoryFilter, MemoryStore
 from memoryscope.worker import Worker, WorkerParams, register_worker
 
 __all__ = ["UpdateMemoryWorker"]
+
+_ADDED_NAMESPACE = uuid.UUID("2f0c8a4e-5b1d-5e7a-9c36-8d4e1b7a0f52")  # fixed: ids are stable across processes
 
 # MemoryScope 0.1 method names → ours.
 _ALIASES = {"from_query": "add", "delete_memory": "delete", "modify_action_status": "delete"}
@@ -136,7 +139,10 @@ class UpdateMemoryWorker(Worker):
     def _add(self, ctx: MemoryContext) -> None:
         said_at = self._aware(ctx.query_time)
         given = [item if isinstance(item, Message) else Message("user", item, said_at) for item in ctx.new_memories]
-        given = [Message(item.role, item.content.strip(), item.time, metadata=item.metadata) for item in given]
+        given = [
+            Message(item.role, item.content.strip(), item.time, message_id=item.message_id, metadata=item.metadata)
+            for item in given
+        ]
         if not given:
             given = [Message("user", ctx.query.strip(), said_at)]
         for position, item in enumerate(given, start=1):
@@ -162,6 +168,8 @@ class UpdateMemoryWorker(Worker):
         meta = dict(message.metadata)
         if message.role != "user":
             meta["role"] = message.role
+        # a message with an id (an idempotent request's) is one memory however often it is added
+        identity = {"memory_id": added_memory_id(ctx, message.message_id)} if message.message_id else {}
         return MemoryNode(
             user_name=ctx.user_name,
             target_name=ctx.target_name,
@@ -170,6 +178,7 @@ class UpdateMemoryWorker(Worker):
             content=message.content,
             message_time=message.time,
             meta=meta,
+            **identity,
         )
 
     def _owned(self, ctx: MemoryContext, memory_ids: list[str]) -> dict[str, MemoryNode]:
@@ -276,6 +285,12 @@ class UpdateMemoryWorker(Worker):
 
 def _scope(ctx: MemoryContext) -> MemoryFilter:
     return MemoryFilter(user_name=ctx.user_name, target_name=ctx.target_name, workspace=ctx.workspace)
+
+
+def added_memory_id(ctx: MemoryContext, message_id: str) -> str:
+    """The memory id of an added text that came with `message_id`, for this user (the same in
+    every process and run)."""
+    return uuid.uuid5(_ADDED_NAMESPACE, f"{ctx.user_name}\x1f{ctx.target_name}\x1f{ctx.workspace}\x1f{message_id}").hex
 
 
 def _memories(count: int) -> str:

@@ -55,9 +55,9 @@ class AsyncMemoryScopeClient:
 
     async def add(
         self, messages: Messages, user_id: str, *, metadata: Mapping[str, Any] | None = None, infer: bool = True,
-        time: datetime | None = None, target_name: str = "", workspace: str = "",
+        time: datetime | None = None, target_name: str = "", workspace: str = "", idempotency_key: str | None = None,
     ) -> list[RemoteMemory]:  # fmt: skip
-        return await self._run(_add(messages, user_id, metadata, infer, time, target_name, workspace))
+        return await self._run(_add(messages, user_id, metadata, infer, time, target_name, workspace, idempotency_key))
 
     async def update(self, memory_id: str, text: str | None = None, *, metadata: Mapping[str, Any] | None = None) -> RemoteMemory:
         return await self._run(_update(memory_id, text, metadata))
@@ -152,7 +152,9 @@ class AsyncMemoryScopeClient:
 
     async def _run(self, call: _Call[T]) -> T:
         try:
-            response = await self._http.request(call.method, call.path, params=call.params or None, json=call.body)
+            response = await self._http.request(
+                call.method, call.path, params=call.params or None, json=call.body, headers=dict(call.headers) or None
+            )
         except httpx.TransportError as error:
             raise _transport_error(error, self.base_url) from None
         return _answer(call, response)

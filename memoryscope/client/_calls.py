@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime
@@ -36,6 +37,7 @@ class _Call(Generic[T]):
     absent_codes: tuple[str, ...] = ()
     absent: Callable[[], T] | None = None
     also_ok: tuple[int, ...] = ()  # statuses whose JSON is an answer, not an error (503 from /readyz)
+    headers: tuple[tuple[str, str], ...] = ()  # besides the client's own (an add's Idempotency-Key)
 
 
 def _segment(value: str, what: str) -> str:
@@ -102,7 +104,7 @@ def _text(item: str | Mapping[str, Any]) -> str:
 
 def _add(
     messages: Messages, user_id: str, metadata: Mapping[str, Any] | None, infer: bool, time: datetime | None,
-    target_name: str, workspace: str,
+    target_name: str, workspace: str, idempotency_key: str | None = None,
 ) -> _Call[list[RemoteMemory]]:  # fmt: skip
     items = [messages] if isinstance(messages, str | Mapping) else list(messages)
     body: dict[str, Any]
@@ -116,7 +118,13 @@ def _add(
         path, key = _user_path(user_id, "memories"), "added"
     if metadata is not None:
         body["metadata"] = metadata
-    return _Call("POST", path, lambda data: _memories(data[key]), _scope(target_name, workspace), _wire(body))
+    # the request's name: sent again (a retry after a timeout), the server stores nothing twice
+    sent_key = idempotency_key or uuid.uuid4().hex
+
+    def read(data: Any) -> list[RemoteMemory]:
+        return _memories(data[key])
+
+    return _Call("POST", path, read, _scope(target_name, workspace), _wire(body), headers=(("Idempotency-Key", sent_key),))
 
 
 def _type_names(types: Any) -> list[str]:

@@ -58,12 +58,14 @@ class MemoryScopeClient:
 
     def add(
         self, messages: Messages, user_id: str, *, metadata: Mapping[str, Any] | None = None, infer: bool = True,
-        time: datetime | None = None, target_name: str = "", workspace: str = "",
+        time: datetime | None = None, target_name: str = "", workspace: str = "", idempotency_key: str | None = None,
     ) -> list[RemoteMemory]:  # fmt: skip
         """Remember a text, a message (`{"role", "content"}`, optionally `"time"`, `"name"`) or a list
         of them. `infer=True`: kept as the conversation, consolidation learns from it; `infer=False`:
-        each text stored as one memory, as given. Returns the memories stored."""
-        return self._run(_add(messages, user_id, metadata, infer, time, target_name, workspace))
+        each text stored as one memory, as given. Returns the memories stored. Each add is sent with
+        an `Idempotency-Key` (`idempotency_key`, else a new one): the same add sent again with the
+        same key stores nothing twice."""
+        return self._run(_add(messages, user_id, metadata, infer, time, target_name, workspace, idempotency_key))
 
     def update(self, memory_id: str, text: str | None = None, *, metadata: Mapping[str, Any] | None = None) -> RemoteMemory:
         """Change a memory's text and/or metadata (a key given as None is removed)."""
@@ -185,7 +187,9 @@ class MemoryScopeClient:
 
     def _run(self, call: _Call[T]) -> T:
         try:
-            response = self._http.request(call.method, call.path, params=call.params or None, json=call.body)
+            response = self._http.request(
+                call.method, call.path, params=call.params or None, json=call.body, headers=dict(call.headers) or None
+            )
         except httpx.TransportError as error:
             raise _transport_error(error, self.base_url) from None
         return _answer(call, response)

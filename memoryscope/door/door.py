@@ -10,7 +10,7 @@ status reports (`reading`). This module holds the writing verbs: each runs an op
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 from memoryscope.door.base import MemoryNotFoundError, UnknownOperationError
 from memoryscope.door.caller import ADMIN, WRITE, Caller
-from memoryscope.door.inputs import MessagesIn, aware, checked_metadata, messages_of
+from memoryscope.door.inputs import MessagesIn, aware, checked_idempotency_key, checked_metadata, messages_of
 from memoryscope.door.limits import Limits
 from memoryscope.door.reading import ReadingVerbs
 from memoryscope.door.records import MemoryRecord, RunSummary, UndoOutcome, WriteOutcome
@@ -41,22 +41,51 @@ class Door(ReadingVerbs):
         metadata: Mapping[str, Any] | None = None,
         infer: bool = True,
         time: datetime | None = None,
+        idempotency_key: str | None = None,
     ) -> list[MemoryRecord]:
         """Remember `messages` (see `MemoryApi.add`): as the conversation (`infer`, the
-        `store_operation`), or each as one memory as given (the `add_memory` operation)."""
+        `store_operation`), or each as one memory as given (the `add_memory` operation).
+
+        With `idempotency_key` (a client's name for this request), message `i` gets the id
+        `KEY#i` unless it has one, so its memory id is fixed: the same request sent again (a
+        retry after a timeout) stores nothing twice."""
+        return self.checked_add(caller, messages, metadata=metadata, infer=infer, time=time, idempotency_key=idempotency_key)()
+
+    def checked_add(
+        self,
+        caller: Caller,
+        messages: MessagesIn,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        infer: bool = True,
+        time: datetime | None = None,
+        idempotency_key: str | None = None,
+    ) -> Callable[[], list[MemoryRecord]]:
+        """`add`, its input checked now (every error `add` raises for its input) and its write
+        returned to be run later: what a face accepting a write before doing it (HTTP's 202) uses."""
         caller.require(WRITE, "add")
         extra = checked_metadata(metadata)
         said = messages_of(messages, self._now(time), extra)
+        if idempotency_key is not None:
+            key = checked_idempotency_key(idempotency_key)
+            said = [
+                message if message.message_id else replace(message, message_id=f"{key}#{index}")
+                for index, message in enumerate(said)
+            ]
         self.limits.check_count(len(said), "messages")
         for message in said:
             self.limits.check_text(message.content, "message")
-        if infer:
-            result = self._run(caller, self._store_operation, "add(infer=True)", messages=tuple(said))
-            ids = list(result.context.stored_message_ids or ())
-        else:
-            result = self._run(caller, "add_memory", "add(infer=False)", new_memories=tuple(said))
-            ids = list(result.context.added_memory_ids)
-        return self._records(self._require_store().get(ids))
+
+        def write() -> list[MemoryRecord]:
+            if infer:
+                result = self._run(caller, self._store_operation, "add(infer=True)", messages=tuple(said))
+                ids = list(result.context.stored_message_ids or ())
+            else:
+                result = self._run(caller, "add_memory", "add(infer=False)", new_memories=tuple(said))
+                ids = list(result.context.added_memory_ids)
+            return self._records(self._require_store().get(ids))
+
+        return write
 
     def update(
         self, caller: Caller, memory_id: str, text: str | None = None, *, metadata: Mapping[str, Any] | None = None
@@ -187,4 +216,3 @@ class Door(ReadingVerbs):
         """Memories from JSON lines into the store: any users the file names, so admin only."""
         caller.require(ADMIN, "import")
         return import_memories(self._require_store(), source, **options)
-

@@ -15,7 +15,17 @@ from memoryscope.errors import InvalidInputError
 from memoryscope.memory import MemoryType, is_own_meta_key
 from memoryscope.stores.base import TimeRange
 
-__all__ = ["listed_types", "MessagesIn", "aware", "parse_time", "messages_of", "checked_metadata", "memory_types", "time_range"]
+__all__ = [
+    "checked_idempotency_key",
+    "listed_types",
+    "MessagesIn",
+    "aware",
+    "parse_time",
+    "messages_of",
+    "checked_metadata",
+    "memory_types",
+    "time_range",
+]
 
 MAX_METADATA_DEPTH = 8  # levels of lists and objects inside one metadata value
 MAX_METADATA_CHARS = 32_000  # one memory's metadata, as JSON
@@ -133,6 +143,15 @@ def _check_value(key: str, value: Any, depth: int) -> None:
         raise InvalidInputError(
             f"metadata {key!r}: {type(value).__name__} cannot be stored; use texts, finite numbers, booleans, lists or dicts"
         )
+
+
+def checked_idempotency_key(key: str) -> str:
+    """A client's key for one request: 1 to 200 printable characters."""
+    if not isinstance(key, str) or not key.strip() or len(key) > 200 or not key.isprintable():
+        raise InvalidInputError(
+            "an idempotency key is 1 to 200 printable characters, e.g. a UUID", code="invalid_idempotency_key"
+        )
+    return key.strip()
 
 
 def listed_types() -> tuple[MemoryType, ...]:

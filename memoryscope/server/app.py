@@ -83,6 +83,7 @@ def create_app(
         shutdown = _ScopeShutdown(scope, settings.shutdown_timeout_s) if close_scope_on_shutdown else None
         app.state.memoryscope_shutdown = shutdown
         yield
+        state.accepted.close()  # writes accepted but not begun are dropped: their clients send them again
         if shutdown is not None:
             # off the event loop: waiting for a background operation must not block the loop
             await asyncio.to_thread(shutdown.finish)

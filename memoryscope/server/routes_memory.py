@@ -13,11 +13,12 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Header, Path, Query, Request
 from fastapi.responses import JSONResponse
 
 from memoryscope.door import Caller, MemoryRecord
 from memoryscope.memory import MemoryType
+from memoryscope.server.accepted_writes import idempotency_key_of
 from memoryscope.server.errors import ApiError
 from memoryscope.server.schemas import AddMemories, SearchBody, StoreMessages, UpdateMemory
 from memoryscope.server.state import CallerDep, ServerState, state_of
@@ -29,6 +30,13 @@ router = APIRouter(prefix="/v1", tags=["memories"])
 UserPath = Annotated[str, Path(min_length=1, max_length=256, description="Whose memories.")]
 Workspace = Annotated[str, Query(max_length=256, description="The user's workspace (default: none).")]
 Target = Annotated[str, Query(max_length=256, description="Whom the memories are about, when not the user (default: none).")]
+Wait = Annotated[
+    bool, Query(description="false: answer 202 at once and write in the background (see memoryscope.server.accepted_writes).")
+]
+IdempotencyKey = Annotated[
+    str | None,
+    Header(alias="Idempotency-Key", max_length=200, description="Your name for this request: sent again, stores nothing twice."),
+]
 
 
 def require_known_user(state: ServerState, caller: Caller) -> None:
@@ -62,8 +70,8 @@ def parsed_filters(text: str | None) -> Any:
 @router.post("/users/{user}/messages", status_code=201, summary="Store messages of a conversation")
 def store_messages(
     user: UserPath, body: StoreMessages, request: Request, who: CallerDep, workspace: Workspace = "",
-    target: Target = "",
-) -> dict[str, Any]:  # fmt: skip
+    target: Target = "", wait: Wait = True, idempotency_key: IdempotencyKey = None,
+) -> Any:  # fmt: skip
     """Keep the messages as the user's conversation; consolidation learns from them by its triggers.
     A message already stored (same speaker, time and text) is not stored twice."""
     state = state_of(request)
@@ -71,7 +79,12 @@ def store_messages(
         {"role": message.role, "content": message.content, "time": message.time, "name": message.name}
         for message in body.messages
     ]
-    stored = state.door.add(who.for_user(state, user, workspace, target), given, metadata=body.metadata, infer=True)
+    caller = who.for_user(state, user, workspace, target)
+    key, _ = idempotency_key_of(idempotency_key) if (idempotency_key or not wait) else (None, False)
+    store = state.door.checked_add(caller, given, metadata=body.metadata, infer=True, idempotency_key=key)
+    if not wait:
+        return _accepted(state, caller.user_id, f"{len(given)} messages", key, store)
+    stored = store()
     return {"stored": records(stored), "count": len(stored)}
 
 
@@ -114,13 +127,29 @@ def list_memories(
 @router.post("/users/{user}/memories", status_code=201, summary="Add memories as given")
 def add_memories(
     user: UserPath, body: AddMemories, request: Request, who: CallerDep, workspace: Workspace = "",
-    target: Target = "",
-) -> dict[str, Any]:  # fmt: skip
+    target: Target = "", wait: Wait = True, idempotency_key: IdempotencyKey = None,
+) -> Any:  # fmt: skip
     """Each text becomes one memory of type `obs_customized`, stored as written."""
     state = state_of(request)
     caller = who.for_user(state, user, workspace, target)
-    added = state.door.add(caller, body.texts, metadata=body.metadata, infer=False, time=body.time)
+    key, _ = idempotency_key_of(idempotency_key) if (idempotency_key or not wait) else (None, False)
+    add = state.door.checked_add(caller, body.texts, metadata=body.metadata, infer=False, time=body.time, idempotency_key=key)
+    if not wait:
+        return _accepted(state, caller.user_id, f"{len(body.texts)} texts", key, add)
+    added = add()
     return {"added": records(added), "count": len(added)}
+
+
+def _accepted(state: ServerState, user: str, what: str, key: str | None, write: Any) -> JSONResponse:
+    """202: the write runs in the background (`accepted_writes`); the same request with the same key does it once."""
+    assert key is not None
+    fresh = state.accepted.submit(key, f"{user}: {what}", write)
+    body = {
+        "status": "accepted" if fresh else "running",
+        "idempotency_key": key,
+        "check": f"GET /v1/users/{user}/status, or send the same request with Idempotency-Key: {key} and wait=true",
+    }
+    return JSONResponse(body, status_code=202, headers={"Idempotency-Key": key})
 
 
 @router.delete("/users/{user}/memories", summary="Delete all of a user's memories")

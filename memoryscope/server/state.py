@@ -19,6 +19,7 @@ from memoryscope.app import MemoryScope
 from memoryscope.config.server_settings import ServerSettings
 from memoryscope.door import ADMIN, READ, WRITE, Door, Limits, Reach
 from memoryscope.door import Caller as VerbCaller
+from memoryscope.server.accepted_writes import AcceptedWrites
 from memoryscope.server.access import ApiKey, KeyRing
 from memoryscope.server.errors import ApiError
 from memoryscope.server.limits import RateLimiter
@@ -38,6 +39,7 @@ class ServerState:
     service: MemoryService
     chat: Any | None  # the memory chat behind /v1/chat/completions; None when the config has none
     started: float = field(default_factory=time.monotonic)
+    accepted: AcceptedWrites = field(default_factory=AcceptedWrites)  # writes answered 202, done in the background
 
     @property
     def door(self) -> Door:

@@ -8,6 +8,7 @@ import io
 import json
 import socket
 import sqlite3
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -810,3 +811,39 @@ def test_a_row_poisoned_before_these_checks_is_skipped_not_fatal(api: Api, user:
     assert api.post(f"/v1/users/{user}/search", json={"query": "bees"}).status_code == 200
     exported = api.get(f"/v1/users/{user}/export")
     assert exported.status_code == 200 and all(json.loads(line) for line in exported.text.splitlines())
+
+
+def test_the_same_add_sent_again_with_its_key_stores_nothing_twice(api: Api, user: str) -> None:
+    """A client that timed out sends the request again: with the same Idempotency-Key, the
+    messages (no time given: each send is "now") and the texts are stored once."""
+    said = {"messages": [{"content": "I keep bees"}, {"content": "and two goats"}]}
+    for _ in range(3):
+        response = api.post(f"/v1/users/{user}/messages", json=said, headers={"Idempotency-Key": "req-41"})
+        assert response.status_code == 201, response.text
+    texts = {"texts": ["likes tea"]}
+    for _ in range(2):
+        assert api.post(f"/v1/users/{user}/memories", json=texts, headers={"Idempotency-Key": "req-42"}).status_code == 201
+    assert sorted(api.listed(user)) == ["I keep bees", "and two goats", "likes tea"]
+    api.post(f"/v1/users/{user}/memories", json=texts, headers={"Idempotency-Key": "req-43"})  # another request: another memory
+    assert api.listed(user).count("likes tea") == 2
+    bad = api.post(f"/v1/users/{user}/memories", json=texts, headers={"Idempotency-Key": "bad\tkey"})
+    assert_error(bad, 422, "invalid_idempotency_key")
+
+
+def test_a_write_with_wait_false_is_accepted_at_once_and_done_in_the_background(api: Api, user: str) -> None:
+    said = {"messages": [{"content": f"fact number {n}"} for n in range(5)]}
+    response = api.post(f"/v1/users/{user}/messages", params={"wait": "false"}, json=said)
+    assert response.status_code == 202, response.text
+    accepted = response.json()
+    key = accepted["idempotency_key"]
+    assert accepted["status"] in ("accepted", "running") and response.headers["Idempotency-Key"] == key
+    deadline = time.monotonic() + 60
+    while len(api.listed(user, limit=100)) < 5 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert len(api.listed(user, limit=100)) == 5
+    # the outcome, by sending the same request with its key and waiting: nothing is stored twice
+    again = api.post(f"/v1/users/{user}/messages", json=said, headers={"Idempotency-Key": key})
+    assert again.status_code == 201 and len(api.listed(user, limit=100)) == 5
+    # what the write would refuse is refused now, not accepted to fail unseen
+    over = {"messages": [{"content": f"more {n}"} for n in range(6)]}
+    assert_error(api.post(f"/v1/users/{user}/messages", params={"wait": "false"}, json=over), 413, "too_many_messages")

