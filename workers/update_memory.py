@@ -168,9 +168,7 @@ class UpdateMemoryWorker(Worker):
         meta = dict(message.metadata)
         if message.role != "user":
             meta["role"] = message.role
-        # a message with an id (an idempotent request's) is one memory however often it is added
-        identity = {"memory_id": added_memory_id(ctx, message.message_id)} if message.message_id else {}
-        return MemoryNode(
+        node = MemoryNode(
             user_name=ctx.user_name,
             target_name=ctx.target_name,
             workspace=ctx.workspace,
@@ -178,8 +176,9 @@ class UpdateMemoryWorker(Worker):
             content=message.content,
             message_time=message.time,
             meta=meta,
-            **identity,
         )
+        # a message with an id (an idempotent request's) is one memory however often it is added
+        return node.replace(memory_id=added_memory_id(ctx, message.message_id)) if message.message_id else node
 
     def _owned(self, ctx: MemoryContext, memory_ids: list[str]) -> dict[str, MemoryNode]:
         """The caller's memories among `memory_ids` (any status), by id: the store's filter decides
