@@ -126,9 +126,9 @@ def test_local_engine_calls_stay_within_batch_tokens() -> None:
 
 
 def test_a_query_waits_for_one_engine_call_not_for_a_whole_long_input() -> None:
-    """The engine is taken in turn: a short query asked during a long embedding runs after the
-    call in progress, before the rest of the long one."""
-    model = LocalEmbedding(LocalEmbedding.Params(max_input_tokens=64, batch_tokens=64))
+    """With one engine for both (`query_engine: false`), it is taken in turn: a short query asked
+    during a long embedding runs after the call in progress, before the rest of the long one."""
+    model = LocalEmbedding(LocalEmbedding.Params(max_input_tokens=64, batch_tokens=64, query_engine=False))
     model._engine = engine = _RecordingEngine(model._engine)
     engine.hold_first = True
     long = threading.Thread(target=model.embed_passages, args=([HEAD] * 4,))
@@ -142,3 +142,24 @@ def test_a_query_waits_for_one_engine_call_not_for_a_whole_long_input() -> None:
     query.join(10)
     long.join(10)
     assert [call[0] for call in engine.calls][:2] == [model.capped(HEAD, is_query=False), "tea?"]
+
+
+def test_a_query_never_waits_behind_a_long_input_on_its_own_engine() -> None:
+    """By default queries have an engine of their own: one asked while a passage call is held
+    (a long write's embedding, on a busy machine) is answered at once."""
+    model = LocalEmbedding(LocalEmbedding.Params(max_input_tokens=64, batch_tokens=64))
+    model._engine = engine = _RecordingEngine(model._engine)
+    engine.hold_first = True
+    long = threading.Thread(target=model.embed_passages, args=([HEAD] * 4,))
+    long.start()
+    try:
+        assert engine.inside.wait(10)
+        answered = threading.Event()
+        query = threading.Thread(target=lambda: (model.embed_queries(["tea?"]), answered.set()))
+        query.start()
+        assert answered.wait(10)  # while the passage call is still held
+        assert len(engine.calls) == 1 and not engine.release.is_set()
+    finally:
+        engine.release.set()
+        long.join(10)
+    assert len(engine.calls) == 4 and "tea?" not in [text for call in engine.calls for text in call]
