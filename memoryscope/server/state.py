@@ -160,5 +160,15 @@ def admin_caller(request: Request) -> Caller:
     return who
 
 
-CallerDep = Annotated[Caller, Depends(caller)]  # an endpoint's `who: CallerDep`: the checked caller
-AdminDep = Annotated[Caller, Depends(admin_caller)]  # the same, for admin-only endpoints
+async def _caller_dependency(request: Request) -> Caller:
+    # async: it never blocks (a digest and a rate check), so FastAPI runs it on the event loop
+    # instead of sending it to a worker thread (a hop of its own before every endpoint)
+    return caller(request)
+
+
+async def _admin_dependency(request: Request) -> Caller:
+    return admin_caller(request)
+
+
+CallerDep = Annotated[Caller, Depends(_caller_dependency)]  # an endpoint's `who: CallerDep`: the checked caller
+AdminDep = Annotated[Caller, Depends(_admin_dependency)]  # the same, for admin-only endpoints
