@@ -28,11 +28,12 @@ logger = logging.getLogger("memoryscope.server")
 _WORKERS = 2  # writes in the background at once; the rest wait their turn
 
 
-def idempotency_key_of(given: str | None) -> tuple[str, bool]:
-    """The request's key and whether the client gave it (else a new one)."""
+def idempotency_key_of(given: str | None, wait: bool) -> str | None:
+    """The request's key: the client's, else a new one for a write done in the background (None
+    for a write the client waits for without naming it)."""
     if given is not None and given.strip():
-        return given.strip(), True
-    return uuid.uuid4().hex, False
+        return given.strip()
+    return None if wait else uuid.uuid4().hex
 
 
 class AcceptedWrites:
@@ -53,10 +54,6 @@ class AcceptedWrites:
             self._pending[key] = what
             self._pool.submit(self._run, key, what, write)
         return True
-
-    def running(self) -> int:
-        with self._lock:
-            return len(self._pending)
 
     def close(self) -> None:
         with self._lock:

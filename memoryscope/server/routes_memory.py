@@ -80,9 +80,9 @@ def store_messages(
         for message in body.messages
     ]
     caller = who.for_user(state, user, workspace, target)
-    key, _ = idempotency_key_of(idempotency_key) if (idempotency_key or not wait) else (None, False)
+    key = idempotency_key_of(idempotency_key, wait)
     store = state.door.checked_add(caller, given, metadata=body.metadata, infer=True, idempotency_key=key)
-    if not wait:
+    if key is not None and not wait:
         return _accepted(state, caller.user_id, f"{len(given)} messages", key, store)
     stored = store()
     return {"stored": records(stored), "count": len(stored)}
@@ -132,17 +132,16 @@ def add_memories(
     """Each text becomes one memory of type `obs_customized`, stored as written."""
     state = state_of(request)
     caller = who.for_user(state, user, workspace, target)
-    key, _ = idempotency_key_of(idempotency_key) if (idempotency_key or not wait) else (None, False)
+    key = idempotency_key_of(idempotency_key, wait)
     add = state.door.checked_add(caller, body.texts, metadata=body.metadata, infer=False, time=body.time, idempotency_key=key)
-    if not wait:
+    if key is not None and not wait:
         return _accepted(state, caller.user_id, f"{len(body.texts)} texts", key, add)
     added = add()
     return {"added": records(added), "count": len(added)}
 
 
-def _accepted(state: ServerState, user: str, what: str, key: str | None, write: Any) -> JSONResponse:
+def _accepted(state: ServerState, user: str, what: str, key: str, write: Any) -> JSONResponse:
     """202: the write runs in the background (`accepted_writes`); the same request with the same key does it once."""
-    assert key is not None
     fresh = state.accepted.submit(key, f"{user}: {what}", write)
     body = {
         "status": "accepted" if fresh else "running",
