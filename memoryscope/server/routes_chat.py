@@ -225,28 +225,30 @@ async def _sse(
     reply, meta = "", {}
     first = True
     piece = opening
-    try:
-        while piece is not None:
-            meta = piece.meta_data
-            if first:
-                yield chunk({"role": "assistant", "content": ""}, memoryscope=_extension(user, meta))
-                first = False
-            if piece.delta:
-                reply += piece.delta
-                yield chunk({"content": piece.delta})
-            piece = await anext(answer, None)
-    except MemoryScopeError as error:
-        api_error = for_caller(request, library_error(error))
-        yield f"data: {json.dumps(error_body(api_error.status, api_error.code, api_error.message))}\n\n"
-        return
+    # the model counts the stream's usage when it ends, inside this loop (this task's context)
+    with tally_calls() as tally:
+        try:
+            while piece is not None:
+                meta = piece.meta_data
+                if first:
+                    yield chunk({"role": "assistant", "content": ""}, memoryscope=_extension(user, meta))
+                    first = False
+                if piece.delta:
+                    reply += piece.delta
+                    yield chunk({"content": piece.delta})
+                piece = await anext(answer, None)
+        except MemoryScopeError as error:
+            api_error = for_caller(request, library_error(error))
+            yield f"data: {json.dumps(error_body(api_error.status, api_error.code, api_error.message))}\n\n"
+            return
     if first:
         yield chunk({"role": "assistant", "content": ""}, memoryscope=_extension(user, meta))
     yield chunk({}, "stop")
     if include_usage:
-        prompt = _sent_tokens(meta, prompt_tokens)
+        usage = _reported_usage(tally, reply) or _usage(_sent_tokens(meta, prompt_tokens), count_tokens(reply))
         event = {
             "id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model_id,
-            "choices": [], "usage": _usage(prompt, count_tokens(reply)),
+            "choices": [], "usage": usage,
         }  # fmt: skip
         yield f"data: {json.dumps(event)}\n\n"
     yield "data: [DONE]\n\n"

@@ -249,6 +249,8 @@ def test_sdk_stream_gives_the_reply_in_chunks_then_usage_and_stores_the_turn(
     assert [chunk.choices[0].finish_reason for chunk in chunks if chunk.choices][-1] == "stop"
     assert last.choices == [] and last.usage is not None  # include_usage: a last chunk with the usage only
     assert last.usage.prompt_tokens > 0 and last.usage.completion_tokens > 0
+    sent = llm_chats(fake_openai)[-1].body  # the model's own count of the prompt as sent (memories included)
+    assert last.usage.prompt_tokens == sum(count_tokens(str(message.get("content") or "")) for message in sent["messages"])
     assert all(chunk.usage is None for chunk in chunks[:-1])
     assert len({chunk.id for chunk in chunks}) == 1
     assert CELLO in sent_messages(llm_chats(fake_openai)[-1])[0][1]
