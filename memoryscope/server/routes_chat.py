@@ -11,9 +11,12 @@ names whose memories; the last user message is the query; earlier messages are t
 system messages replace the persona. Memories are retrieved and put into the prompt, the
 configured generation model answers, and the turn (message and reply) is stored, so
 consolidation follows by its triggers. The memories used come back in the extension field
-`memoryscope` (`memories`, `memory_ids`, `timings`), never inside the message. `usage` counts
-tokens with cl100k (an estimate for other models). Sampling options come from the config's chat
-(`generation_model_kwargs`); those in a request are accepted and not applied.
+`memoryscope` (`memories`, `memory_ids`, `timings`, and `usage`: MemoryScope's own embedding and
+ranking calls for the reply), never inside the message. `usage` is what the model reported for
+the prompt it was sent (memories included), counted here with cl100k only when it reports none.
+The request's sampling options (`PASSED_TO_MODEL`) go with the reply's call, over the chat's
+`generation_model_kwargs`; what the endpoint cannot honour (`n` > 1, tools, any other field) is
+a 400 `unsupported_parameter` naming it.
 """
 
 from __future__ import annotations
