@@ -17,16 +17,21 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from memoryscope.door.base import MemoryNotFoundError, UnknownOperationError
-from memoryscope.door.caller import ADMIN, WRITE, Caller
+from memoryscope.door.caller import ADMIN, READ, WRITE, Caller
+from memoryscope.door.failures import failure_of
 from memoryscope.door.inputs import MessagesIn, aware, checked_idempotency_key, checked_metadata, messages_of
 from memoryscope.door.limits import Limits
 from memoryscope.door.reading import ReadingVerbs
 from memoryscope.door.records import MemoryRecord, RunSummary, UndoOutcome, WriteOutcome
 from memoryscope.errors import InvalidInputError, MemoryScopeError, NotFoundError
+from memoryscope.history import ChangeSource
+from memoryscope.stores.state import StateKey, StateOwner
 from memoryscope.transfer.jsonl import import_memories
 from memoryscope.workflow import RunResult
 
 __all__ = ["Door", "Limits", "MemoryNotFoundError"]
+
+ACCEPTED_WRITE = "accepted_write"  # the state records of writes accepted now and done later
 
 
 class Door(ReadingVerbs):
@@ -211,6 +216,42 @@ class Door(ReadingVerbs):
             tuple(context.added_memory_ids or ()), tuple(context.deleted_memory_ids or ()),
             tuple(context.unknown_memory_ids or ()), tuple(result.timings), result.total_seconds,
         )  # fmt: skip
+
+    # -- writes accepted now and done later (a face's 202) ------------------------------------------
+
+    def accept_write(self, caller: Caller, key: str, what: str) -> dict[str, Any]:
+        """Note that the write named `key` (its idempotency key) was accepted for the caller's user,
+        before it runs; any process can read it back (`accepted_write`)."""
+        caller.require(WRITE, "add")
+        return self._note_write(caller, key, {"status": "accepted", "what": what})
+
+    def finish_write(self, caller: Caller, key: str, stored: Sequence[MemoryRecord] | None, error: BaseException | None) -> None:
+        """Note how the accepted write `key` ended: the memories it stored, or the failure's kind."""
+        if error is None:
+            ids = [record.id for record in stored or ()]
+            self._note_write(caller, key, {"status": "done", "count": len(ids), "memory_ids": ids})
+        else:
+            failure = failure_of(error)
+            self._note_write(caller, key, {"status": "failed", "code": failure.kind, "http_status": failure.http_status})
+
+    def accepted_write(self, caller: Caller, key: str) -> dict[str, Any]:
+        """What became of the write accepted as `key` for the caller's user; NotFoundError when none was."""
+        caller.require(READ, "status")
+        found = self._require_store().read_state([self._write_key(caller, key)])
+        if not found:
+            raise NotFoundError(f"no write accepted as {key!r} for user {caller.user_id!r}", code="unknown_write")
+        record = found[0]
+        return {**record.value, "idempotency_key": key, "updated_at": record.updated_at.isoformat()}
+
+    def _note_write(self, caller: Caller, key: str, value: dict[str, Any]) -> dict[str, Any]:
+        self._require_store().write_state({self._write_key(caller, key): value}, change=ChangeSource("accepted_write"))
+        return value
+
+    @staticmethod
+    def _write_key(caller: Caller, key: str) -> StateKey:
+        return StateKey(
+            StateOwner(caller.user_id, caller.target, caller.write_workspace), ACCEPTED_WRITE, checked_idempotency_key(key)
+        )
 
     def import_memories(self, caller: Caller, source: str | Path | TextIO, **options: Any) -> int:
         """Memories from JSON lines into the store: any users the file names, so admin only."""

@@ -67,6 +67,8 @@ VERBS: tuple[Verb, ...] = (
          "profile(user_id)", "profile --user U", "GET /v1/users/{u}/profile", "get_user_profile"),
     Verb("status", "what waits and what ran for a user (from the store)", READ, "", "Status", _BAD, "status(user_id)",
          "status --user U", "GET /v1/users/{u}/status"),
+    Verb("write_status", "what became of a write accepted for later (HTTP `?wait=false`), by its idempotency key", READ, "",
+         "dict", (*_BAD, NotFoundError), "", "", "GET /v1/users/{u}/writes/{key}"),
     Verb("export", "a user's memories and their history as JSON lines", READ, "", "JSON lines", _BAD,
          "export(out, user_id)", "export --out FILE --user U", "GET /v1/users/{u}/export"),
     Verb("import", "memories from JSON lines (any users: admin)", ADMIN, "", "int", (*_BAD, PermissionDeniedError),

@@ -6,8 +6,9 @@ takes a request thread from other users.
 Every accepted write has an idempotency key: the client's `Idempotency-Key` header, or one made
 here and returned. The door gives each message of the request an id from it (`KEY#i`), so the
 same request sent again — after a timeout, or with `wait=true` to learn the outcome — stores
-nothing twice (`memoryscope.door.Door.add`). What was stored shows in the user's memories and in
-`GET /v1/users/{user}/status` (the run, from the store: any process sees it).
+nothing twice (`memoryscope.door.Door.add`). The door keeps each accepted write's outcome in the
+store (`accept_write`, `finish_write`): `GET /v1/users/{user}/writes/{key}` says `accepted`,
+`done` (with the ids stored) or `failed` (with the failure's code), from any process.
 
 A write still running when the server stops is abandoned with it, before its atomic store; the
 client sends the same request again, with its key, to have it done.
@@ -43,6 +44,11 @@ class AcceptedWrites:
         self._lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None
         self._pending: dict[str, str] = {}  # idempotency key -> "user: what", while it runs
+
+    def is_running(self, key: str) -> bool:
+        """Whether a write with this key is accepted here and not finished yet."""
+        with self._lock:
+            return key in self._pending
 
     def submit(self, key: str, what: str, write: Callable[[], Any]) -> bool:
         """Run `write` in the background; False when a write with this key is running already."""

@@ -11,6 +11,7 @@ user's memory exists.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Query, Request
@@ -83,7 +84,7 @@ def store_messages(
     key = idempotency_key_of(idempotency_key, wait)
     store = state.door.checked_add(caller, given, metadata=body.metadata, infer=True, idempotency_key=key)
     if key is not None and not wait:
-        return _accepted(state, caller.user_id, f"{len(given)} messages", key, store)
+        return _accepted(state, caller, f"{len(given)} messages", key, store)
     stored = store()
     return {"stored": records(stored), "count": len(stored)}
 
@@ -135,20 +136,45 @@ def add_memories(
     key = idempotency_key_of(idempotency_key, wait)
     add = state.door.checked_add(caller, body.texts, metadata=body.metadata, infer=False, time=body.time, idempotency_key=key)
     if key is not None and not wait:
-        return _accepted(state, caller.user_id, f"{len(body.texts)} texts", key, add)
+        return _accepted(state, caller, f"{len(body.texts)} texts", key, add)
     added = add()
     return {"added": records(added), "count": len(added)}
 
 
-def _accepted(state: ServerState, user: str, what: str, key: str, write: Any) -> JSONResponse:
-    """202: the write runs in the background (`accepted_writes`); the same request with the same key does it once."""
-    fresh = state.accepted.submit(key, f"{user}: {what}", write)
+def _accepted(state: ServerState, caller: Caller, what: str, key: str, write: Callable[[], list[MemoryRecord]]) -> JSONResponse:
+    """202: the write runs in the background (`accepted_writes`), its outcome kept by the door
+    (`GET .../writes/{key}`); the same request with the same key does it once."""
+    user = caller.user_id
+    running = state.accepted.is_running(key)
+    if not running:
+        state.door.accept_write(caller, key, what)
+
+    def write_and_note() -> None:
+        try:
+            stored = write()
+        except Exception as error:
+            state.door.finish_write(caller, key, None, error)
+            raise
+        state.door.finish_write(caller, key, stored, None)
+
+    if not running:
+        state.accepted.submit(key, f"{user}: {what}", write_and_note)
     body = {
-        "status": "accepted" if fresh else "running",
+        "status": "running" if running else "accepted",
         "idempotency_key": key,
-        "check": f"GET /v1/users/{user}/status, or send the same request with Idempotency-Key: {key} and wait=true",
+        "poll": f"/v1/users/{user}/writes/{key}",
     }
     return JSONResponse(body, status_code=202, headers={"Idempotency-Key": key})
+
+
+@router.get("/users/{user}/writes/{key}", summary="What became of a write accepted with wait=false")
+def write_status(
+    user: UserPath, key: str, request: Request, who: CallerDep, workspace: Workspace = "", target: Target = ""
+) -> dict[str, Any]:
+    """`accepted` (not begun), `done` (with the ids it stored) or `failed` (with the failure's
+    code): from the store, so any server process answers it."""
+    state = state_of(request)
+    return state.door.accepted_write(who.for_user(state, user, workspace, target), key)
 
 
 @router.delete("/users/{user}/memories", summary="Delete all of a user's memories")
@@ -217,4 +243,3 @@ def undo_run(run_id: Annotated[str, Path(min_length=1, max_length=128)], request
     later change built on them; undoing twice changes nothing more (`already_undone`)."""
     state = state_of(request)
     return state.door.undo(who.by_id(state), run_id).to_dict()
-

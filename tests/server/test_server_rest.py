@@ -836,11 +836,15 @@ def test_a_write_with_wait_false_is_accepted_at_once_and_done_in_the_background(
     assert response.status_code == 202, response.text
     accepted = response.json()
     key = accepted["idempotency_key"]
-    assert accepted["status"] in ("accepted", "running") and response.headers["Idempotency-Key"] == key
+    assert accepted["status"] == "accepted" and response.headers["Idempotency-Key"] == key
+    assert accepted["poll"] == f"/v1/users/{user}/writes/{key}"
     deadline = time.monotonic() + 60
-    while len(api.listed(user, limit=100)) < 5 and time.monotonic() < deadline:
+    while api.get(accepted["poll"]).json()["status"] == "accepted" and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert len(api.listed(user, limit=100)) == 5
+    outcome = api.get(accepted["poll"]).json()
+    assert (outcome["status"], outcome["count"], outcome["idempotency_key"]) == ("done", 5, key)
+    assert len(api.listed(user, limit=100)) == 5 and len(outcome["memory_ids"]) == 5
+    assert_error(api.get(f"/v1/users/{user}/writes/never-sent"), 404, "unknown_write")
     # the outcome, by sending the same request with its key and waiting: nothing is stored twice
     again = api.post(f"/v1/users/{user}/messages", json=said, headers={"Idempotency-Key": key})
     assert again.status_code == 201 and len(api.listed(user, limit=100)) == 5
