@@ -42,7 +42,13 @@ _WORDS = (
 def _config(base: str, folder: Path) -> Path:
     extends = str(Path(base).resolve()) if Path(base).suffix in (".yaml", ".yml") else base
     path = folder / "serve.yaml"
-    path.write_text(yaml.safe_dump({"extends": extends, "memory_store": {"path": str(folder / "memories.db")}}), encoding="utf-8")
+    # no LLM, whatever the environment says: the add's embedding is what is measured
+    data = {
+        "extends": extends,
+        "memory_store": {"path": str(folder / "memories.db")},
+        "model": {"generation_model": {"api_base": ""}},
+    }
+    path.write_text(yaml.safe_dump(data), encoding="utf-8")
     return path
 
 

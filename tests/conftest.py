@@ -73,3 +73,24 @@ def embedding(local_embedding: LocalEmbedding) -> LocalEmbedding:
 def embedding_model(local_embedding: LocalEmbedding) -> LocalEmbedding:
     """The suite's name for `local_embedding` where stores take it as `embedding_model`."""
     return local_embedding
+
+
+_GUARDED_ENV = ("MEMORYSCOPE_LLM_API_BASE", "MEMORYSCOPE_LLM_API_KEY", "MEMORYSCOPE_LLM_MODEL", "MEMORYSCOPE_STORE_PATH")
+
+
+@pytest.fixture(autouse=True)
+def _environment_kept() -> Iterator[None]:
+    """A test leaves the model and store variables as it found them: one that leaks them would make
+    every later test that starts offline (the demo, a served benchmark) reach a server long gone.
+    The leak is put right and the test that made it fails, naming it."""
+    before = {name: os.environ.get(name) for name in _GUARDED_ENV}
+    yield
+    after = {name: os.environ.get(name) for name in _GUARDED_ENV}
+    if after != before:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        changed = sorted(name for name in _GUARDED_ENV if after[name] != before[name])
+        pytest.fail(f"this test left {', '.join(changed)} changed in the environment; use monkeypatch")

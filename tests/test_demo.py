@@ -11,7 +11,9 @@ from memoryscope.cli import main
 from memoryscope.demo import run_demo
 
 
-def test_demo_remembers_the_conversation_and_answers_with_time_stamped_memories() -> None:
+def test_demo_remembers_the_conversation_and_answers_with_time_stamped_memories(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("MEMORYSCOPE_LLM_API_BASE", "MEMORYSCOPE_LLM_API_KEY", "MEMORYSCOPE_STORE_PATH"):
+        monkeypatch.delenv(name, raising=False)  # the README's main job runs offline
     lines: list[str] = []
     assert run_demo(echo=lines.append) == 0
     text = "\n".join(lines)

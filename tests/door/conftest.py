@@ -30,22 +30,25 @@ def llm() -> Iterator[FakeOpenAIServer]:
 
 
 def _served(config: str, tmp: Path, llm: FakeOpenAIServer) -> Iterator[ServedDoor]:
+    # the environment only while the scope is built (it is read then): a module-scoped fixture
+    # holding it set would leak it into whatever runs before its teardown
+    environment: dict[str, str | None] = {
+        "MEMORYSCOPE_STORE_PATH": None, "MEMORYSCOPE_LLM_MODEL": None, "MEMORYSCOPE_LLM_API_BASE": llm.base_url,
+        "MEMORYSCOPE_LLM_API_KEY": "sk-test-llm", "MEMORYSCOPE_TIMEZONE": ZONE,
+    }  # fmt: skip
     with pytest.MonkeyPatch.context() as patch:
-        for name in ("MEMORYSCOPE_STORE_PATH", "MEMORYSCOPE_LLM_MODEL"):
-            patch.delenv(name, raising=False)
-        patch.setenv("MEMORYSCOPE_LLM_API_BASE", llm.base_url)
-        patch.setenv("MEMORYSCOPE_LLM_API_KEY", "sk-test-llm")
-        patch.setenv("MEMORYSCOPE_TIMEZONE", ZONE)
+        for name, value in environment.items():
+            patch.delenv(name, raising=False) if value is None else patch.setenv(name, value)
         store = tmp / f"{config}.db"
         scope = MemoryScope(config, overrides={"memory_store.path": str(store)})
-        app = create_app(scope, keys=KeyRing.of(api_key("ann"), api_key("bob")))
-        mount_mcp(app, app.state.memoryscope)
-        server = LiveServer(app).start()
-        try:
-            yield ServedDoor(config, scope, server, store)
-        finally:
-            server.stop()
-            scope.close(timeout=5)
+    app = create_app(scope, keys=KeyRing.of(api_key("ann"), api_key("bob")))
+    mount_mcp(app, app.state.memoryscope)
+    server = LiveServer(app).start()
+    try:
+        yield ServedDoor(config, scope, server, store, environment)
+    finally:
+        server.stop()
+        scope.close(timeout=5)
 
 
 @pytest.fixture(scope="module")

@@ -11,13 +11,15 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager, redirect_stderr, redirect_stdout
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 import anyio
 import httpx
+import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -122,9 +124,13 @@ class CliFace(Face):
     name = "cli"
     verbs = EVERY_VERB | {"delete_all"}  # `memoryscope export` is the store-wide transfer command
 
+    environment: Mapping[str, str | None] = MappingProxyType({})  # what the command reads as its environment (None: unset)
+
     def run(self, *argv: str) -> Answer:
         out, err = io.StringIO(), io.StringIO()
-        with redirect_stdout(out), redirect_stderr(err):
+        with pytest.MonkeyPatch.context() as patch, redirect_stdout(out), redirect_stderr(err):
+            for name, value in self.environment.items():
+                patch.delenv(name, raising=False) if value is None else patch.setenv(name, value)
             code = cli_main([*argv, "--config", self.config, "--store", self.store])
         return Answer(out.getvalue(), exit_code=code)
 
@@ -332,9 +338,14 @@ def _actions(text: str) -> list[str]:
 class ServedDoor:
     """One config served: its scope, its server, its store file, and the five faces on them."""
 
-    def __init__(self, config: str, scope: MemoryScope, server: Any, store: Any) -> None:
+    def __init__(
+        self, config: str, scope: MemoryScope, server: Any, store: Any, environment: dict[str, str | None] | None = None
+    ) -> None:
         self.config, self.scope, self.server, self.store = config, scope, server, store
         self.faces = {face.name: face(scope, server.url, str(store), config) for face in FACES}
+        cli = self.faces.get("cli")
+        if isinstance(cli, CliFace):
+            cli.environment = dict(environment or {})  # the command builds its own scope from it
 
     def face(self, name: str) -> Face:
         return self.faces[name]
