@@ -27,11 +27,12 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from memoryscope.memory import searchable_parts
+from memoryscope.memory import parts_of, searchable_fields
 from memoryscope.text import keyword_terms
 
 if TYPE_CHECKING:
@@ -132,17 +133,15 @@ class Relevance:
             return [None] * len(nodes)  # vectors of another model (before `reembed`): words only
         query = _unit(vector)
         baseline = float(np.mean(_neutral_vectors(model, self._neutral) @ query))
-        stored = store.get_vectors([node.memory_id for node in nodes])
         span = (1.0 - baseline) * FULL_MEANING
-        meaning: list[float | None] = []
-        for node in nodes:
-            found = stored.get(node.memory_id)
-            if found is None:
-                meaning.append(None)
-                continue
-            above = (float(_unit(found) @ query) - baseline) / span if span > 0 else 0.0
-            meaning.append(min(1.0, max(0.0, above)))
-        return meaning
+        stored = store.get_vectors([node.memory_id for node in nodes])
+        found = [node.memory_id in stored for node in nodes]
+        if not any(found) or span <= 0:
+            return [0.0 if held else None for held in found]
+        rows = np.stack([stored[node.memory_id] for node, held in zip(nodes, found, strict=True) if held]).astype(np.float32)
+        cosines = (rows @ query) / np.maximum(np.linalg.norm(rows, axis=1), 1e-12)
+        above = np.clip((cosines - baseline) / span, 0.0, 1.0).tolist()
+        return [above.pop(0) if held else None for held in found]
 
 
 def capped_along(scores: Sequence[float]) -> list[float]:
@@ -159,14 +158,14 @@ def _words(query: str, nodes: Sequence[MemoryNode]) -> list[float | None]:
     wanted = set(keyword_terms(query))
     if not wanted:
         return [None] * len(nodes)
-    shares: list[float | None] = []
-    for node in nodes:
-        own, around = searchable_parts(node)
-        held = set(keyword_terms(own))
-        if around:
-            held.update(keyword_terms(around))
-        shares.append(len(wanted & held) / len(wanted))
-    return shares
+    return [len(wanted & _terms_of(searchable_fields(node))) / len(wanted) for node in nodes]
+
+
+@lru_cache(maxsize=20_000)  # as many as the stores keep decoded memories: a memory's words are read once
+def _terms_of(fields: tuple[object, ...]) -> frozenset[str]:
+    """The content words of a memory's own text and around it (`searchable_parts`)."""
+    own, around = parts_of(fields)
+    return frozenset(keyword_terms(own)) | frozenset(keyword_terms(around) if around else ())
 
 
 def _mean(meaning: float | None, words: float | None) -> float:
