@@ -18,7 +18,6 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
 from memoryscope.chat.base import ChatResponse
-from memoryscope.chat.streaming import with_delta
 from memoryscope.models.base import ChatMessage, GenerationModel, ToolCall
 
 __all__ = ["WireMessage", "astream_tool_reply", "tool_messages", "tools_in_play", "wire_history", "wire_message"]
@@ -97,10 +96,10 @@ async def astream_tool_reply(
                 else:
                     calls[delta.index][2] += delta.arguments
             so_far = tuple(ToolCall(*call) for call in calls)
-            response = ChatResponse(
-                ChatMessage("assistant", "".join(text)), _copy(meta), tool_calls=so_far, tool_call_deltas=piece.tool_calls
+            said = {**_copy(meta), "delta": piece.content}  # as `streaming.with_delta` marks a piece
+            yield ChatResponse(
+                ChatMessage("assistant", "".join(text)), said, piece.content, tool_calls=so_far, tool_call_deltas=piece.tool_calls
             )
-            yield with_delta(response, piece.content)
     except GeneratorExit:  # closed early: store on this thread, an await is not allowed here
         if not calls:
             answered("".join(text))
