@@ -47,7 +47,7 @@ from memoryscope.chat.found_memories import found_meta, memories_instead
 from memoryscope.chat.prompt import SystemPrompt
 from memoryscope.chat.remember import Ask, TurnStorage
 from memoryscope.chat.streaming import astream_reply, one, stream_reply, with_delta
-from memoryscope.chat.tool_reply import astream_tool_reply, tool_messages, tools_in_play
+from memoryscope.chat.tool_reply import astream_tool_reply, prompt_tokens, tool_messages, tools_in_play
 from memoryscope.chat.turns import ChatTurn, HistoryStrategy, history_turns, said, turn_messages
 from memoryscope.compat.inputs import caller_inputs
 from memoryscope.context import Message
@@ -213,6 +213,7 @@ class ApiMemoryChat:
         started = time.perf_counter()
         if tools_in_play(tools, tool_exchange):
             messages = tool_messages(turn.messages, history, 2 * self._history_cap(), tool_exchange or ())
+            meta["prompt_tokens"] = prompt_tokens(messages, tools or ())  # what is sent, calls and tools included
             if stream:
                 return astream_tool_reply(model, messages, tools or (), options, meta, answered, failed)
             called = await self._awaited(ask, model.achat_with_tools(messages, tools or (), **options))

@@ -13,14 +13,18 @@ the exchange (`answered`). A model that fails stores the message unanswered (`fa
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
 from memoryscope.chat.base import ChatResponse
 from memoryscope.models.base import ChatMessage, GenerationModel, ToolCall
+from memoryscope.models.token_count import count_tokens
 
-__all__ = ["WireMessage", "astream_tool_reply", "tool_messages", "tools_in_play", "wire_history", "wire_message"]
+__all__ = [
+    "WireMessage", "astream_tool_reply", "prompt_tokens", "tool_messages", "tools_in_play", "wire_history", "wire_message",
+]  # fmt: skip
 
 WireMessage = dict[str, Any]
 
@@ -68,6 +72,13 @@ def tool_messages(
     system, *recent, query = prompt
     before = wire_history(history, keep) if history is not None else [wire_message(message) for message in recent]
     return [wire_message(system), *before, wire_message(query), *(wire_message(message) for message in exchange)]
+
+
+def prompt_tokens(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]) -> int:
+    """The cl100k tokens of what the model reads: the messages' text and calls, and the tool schemas."""
+    texts = [str(message.get("content") or "") for message in messages]
+    texts += [json.dumps(call, ensure_ascii=False) for message in messages for call in message.get("tool_calls") or ()]
+    return sum(count_tokens(text) for text in texts) + (count_tokens(json.dumps(list(tools), ensure_ascii=False)) if tools else 0)
 
 
 async def astream_tool_reply(

@@ -13,10 +13,20 @@ configured generation model answers, and the turn (message and reply) is stored,
 consolidation follows by its triggers. The memories used come back in the extension field
 `memoryscope` (`memories`, `memory_ids`, `timings`, and `usage`: MemoryScope's own embedding and
 ranking calls for the reply), never inside the message. `usage` is what the model reported for
-the prompt it was sent (memories included), counted here with cl100k only when it reports none.
-The request's sampling options (`PASSED_TO_MODEL`) go with the reply's call, over the chat's
-`generation_model_kwargs`; what the endpoint cannot honour (`n` > 1, tools, any other field) is
-a 400 `unsupported_parameter` naming it.
+the prompt it was sent (memories, tool schemas and calls included), counted here with cl100k
+only when it reports none. The request's sampling options (`PASSED_TO_MODEL`) go with the
+reply's call, over the chat's `generation_model_kwargs`.
+
+Function calling: `tools` go to the model as given, with `tool_choice` and `parallel_tool_calls`;
+the model's calls come back as OpenAI returns them (`message.tool_calls`, `finish_reason:
+"tool_calls"`; streamed, `delta.tool_calls` pieces). The caller runs them and sends the
+assistant message with its `tool_calls` and one `tool` message per call after the user's
+message: they reach the model as they are, after the memories are retrieved again for that
+user message. A reply with calls stores nothing; the user's message and the text that ends the
+exchange are stored as the turn (no call or result is). A request with neither tools nor tool
+results sends only the text of earlier turns (their calls and results are left out). What the endpoint cannot honour (`n` > 1, a
+`tool_choice` without tools, tools for a chat or model that cannot call functions, log
+probabilities, audio, any other field) is a 400 `unsupported_parameter` naming it.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ import httpx
 import pytest
 from openai import OpenAI
 
+from memoryscope.models.token_count import count_tokens
 from memoryscope.testing.fake_openai import FakeOpenAIServer, FakeToolCalls
 from memoryscope.testing.live_server import LiveServer
 from tests.server.conftest import ScopeFactory, ServeFactory
@@ -157,6 +158,21 @@ def test_streamed_tool_calls_come_as_delta_pieces_then_finish_tool_calls(
         record.completion_tokens,
     )
     assert conversation(client, "ann") == []
+
+
+def test_a_model_reporting_no_usage_is_counted_with_the_tools_and_the_calls(sdk: OpenAI, fake_openai: FakeOpenAIServer) -> None:
+    fake_openai.report_usage = False
+    fake_openai.queue_replies(FakeToolCalls([("get_weather", {"city": "Hangzhou"})]))
+
+    completion = sdk.chat.completions.create(
+        model="memoryscope", user="ann", messages=[{"role": "user", "content": QUESTION}], tools=[WEATHER]
+    )
+
+    sent = llm_chats(fake_openai)[-1].body
+    assert completion.usage is not None
+    as_sent = sum(count_tokens(message["content"]) for message in sent["messages"]) + count_tokens(json.dumps([WEATHER]))
+    assert completion.usage.prompt_tokens == as_sent
+    assert completion.usage.completion_tokens == count_tokens('\nget_weather {"city": "Hangzhou"}')
 
 
 def test_a_streamed_answer_to_tool_results_is_text_and_stores_the_turn(
