@@ -107,7 +107,6 @@ def test_the_tool_results_reach_the_model_and_its_answer_stores_the_turn_once(
         model="memoryscope", user="ann", tools=[WEATHER, CLOCK],
         messages=[*asked, *results_for(calls, '{"sky": "sunny"}', "18:30")],
     )  # fmt: skip
-
     assert (final.choices[0].message.content, final.choices[0].finish_reason) == (ANSWER, "stop")
     assert final.choices[0].message.tool_calls is None
     sent = llm_chats(fake_openai)[-1].body["messages"]
@@ -120,6 +119,17 @@ def test_the_tool_results_reach_the_model_and_its_answer_stores_the_turn_once(
     ]
     # the turn: the user's message once and the final text; no call, no result, no "Checking."
     assert conversation(client, "ann") == [("user", QUESTION), ("assistant", ANSWER)]
+
+    # the reply's message sent back whole, as the SDK gives it (its text beside its calls)
+    said = first.choices[0].message.model_dump(exclude_none=True)
+    again = [*asked, said, *results_for(calls, '{"sky": "sunny"}', "18:30")[1:]]
+    fake_openai.queue_replies(ANSWER)
+    assert (
+        sdk.chat.completions.create(model="memoryscope", user="ann", tools=[WEATHER], messages=again).choices[0].message.content
+        == ANSWER
+    )
+    assert llm_chats(fake_openai)[-1].body["messages"][2] == {"role": "assistant", "content": "Checking.", "tool_calls": calls}
+    assert conversation(client, "ann") == [("user", QUESTION), ("assistant", ANSWER)] * 2  # asked again: a second turn
 
 
 def test_streamed_tool_calls_come_as_delta_pieces_then_finish_tool_calls(
