@@ -24,9 +24,10 @@ assistant message with its `tool_calls` and one `tool` message per call after th
 message: they reach the model as they are, after the memories are retrieved again for that
 user message. A reply with calls stores nothing; the user's message and the text that ends the
 exchange are stored as the turn (no call or result is). A request with neither tools nor tool
-results sends only the text of earlier turns (their calls and results are left out). What the endpoint cannot honour (`n` > 1, a
-`tool_choice` without tools, tools for a chat or model that cannot call functions, log
-probabilities, audio, any other field) is a 400 `unsupported_parameter` naming it.
+results sends only the text of earlier turns (their calls and results are left out). What the
+endpoint cannot honour (`n` > 1, a `tool_choice` without tools, tools for a chat or model that
+cannot call functions, log probabilities, audio, any other field) is a 400
+`unsupported_parameter` naming it.
 """
 
 from __future__ import annotations
