@@ -290,3 +290,14 @@ def test_tools_for_a_model_that_cannot_call_functions_are_a_400_naming_them(
         assert llm_chats(fake_openai) == []
         del body["tools"]  # the same chat without tools is answered
         assert http.post("/v1/chat/completions", json=body).status_code == 200
+
+
+def test_a_model_failing_on_a_tool_request_is_a_502_and_keeps_the_message_unanswered(
+    client: httpx.Client, fake_openai: FakeOpenAIServer
+) -> None:
+    fake_openai.fail_next(2, status=500)  # the first try and ONE_RETRY's retry
+    body = {"model": "m", "user": "ann", "messages": [{"role": "user", "content": QUESTION}], "tools": [WEATHER]}
+    response = client.post("/v1/chat/completions", json=body)
+    assert response.status_code == 502 and response.json()["error"]["code"] == "model_error"
+    assert all(request.body.get("tools") == [WEATHER] for request in llm_chats(fake_openai))
+    assert conversation(client, "ann") == [("user", QUESTION)]  # as a failed reply without tools keeps it
