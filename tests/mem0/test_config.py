@@ -36,7 +36,9 @@ def test_llm_and_embedder_at_an_openai_compatible_endpoint_with_keys_in_code(
     assert hits and hits[0]["memory"] == "I keep bees on the roof"
     embedded = [r for r in fake_openai.requests if r.path.endswith("/embeddings")]
     chatted = [r for r in fake_openai.requests if r.path.endswith("/chat/completions")]
-    assert embedded and {r.body["model"] for r in embedded} == {"my-embedder"} and {r.api_key_suffix for r in embedded} == {"-emb"}
+    assert (
+        embedded and {r.body["model"] for r in embedded} == {"my-embedder"} and {r.api_key_suffix for r in embedded} == {"-emb"}
+    )
     assert chatted and {r.body["model"] for r in chatted} == {"my-llm"} and {r.api_key_suffix for r in chatted} == {"-llm"}
     assert (tmp_path / "vectors" / "notes.db").exists() and not store_path.exists()
     said = caplog.text
@@ -80,10 +82,19 @@ def test_ollama_and_elasticsearch_map_onto_ours() -> None:
     ("config", "named"),
     [
         ({"graph": {}}, "graph: not a mem0 config key MemoryScope knows"),
-        ({"llm": {"provider": "anthropic", "config": {"model": "claude"}}}, "llm.provider: 'anthropic' is not an OpenAI-compatible"),
+        (
+            {"llm": {"provider": "anthropic", "config": {"model": "claude"}}},
+            "llm.provider: 'anthropic' is not an OpenAI-compatible",
+        ),
         ({"llm": {"provider": "groq", "config": {}}}, "llm.config.model: name the groq model"),
-        ({"vector_store": {"provider": "qdrant", "config": {"host": "q", "port": 6333}}}, "vector_store.provider: 'qdrant' without a 'path'"),
-        ({"vector_store": {"provider": "elasticsearch", "config": {"password": "p"}}}, "vector_store.config.password: MemoryScope reads"),
+        (
+            {"vector_store": {"provider": "qdrant", "config": {"host": "q", "port": 6333}}},
+            "vector_store.provider: 'qdrant' without a 'path'",
+        ),
+        (
+            {"vector_store": {"provider": "elasticsearch", "config": {"password": "p"}}},
+            "vector_store.config.password: MemoryScope reads",
+        ),
         ({"llm": "openai"}, "llm: must be a dict"),
     ],
 )

@@ -56,7 +56,7 @@ def test_search_threshold_keeps_scores_at_least_it_and_is_checked(memory: Memory
     kept = memory.search("hiking in the Alps", filters={"user_id": "alice"}, threshold=best)["results"]
     assert [item["memory"] for item in kept] == ["I love hiking in the Alps"]
     assert len(everything) == 2 and all(item["score"] >= best for item in kept)
-    with pytest.raises(InvalidInputError, match="threshold 1.5 is out of range"):
+    with pytest.raises(InvalidInputError, match=r"threshold 1\.5 is out of range"):
         memory.search("hiking", filters={"user_id": "alice"}, threshold=1.5)
 
 
