@@ -12,13 +12,14 @@ message as one memory, as given.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
 from typing import Any
 
-from memoryscope.door import Caller, Door, MemoryNotFoundError, MemoryRecord
+from memoryscope.door import Caller, Door, MemoryNotFoundError, MemoryRecord, parse_time
 from memoryscope.errors import InvalidInputError
 from memoryscope.mem0.shapes import ADD, ENTITY_KEYS, history_item, memory_item
 
-__all__ = ["add", "search", "get", "get_all", "update", "delete", "delete_all", "history", "reset", "CONSOLIDATE"]
+__all__ = ["said_at", "add", "search", "get", "get_all", "update", "delete", "delete_all", "history", "reset", "CONSOLIDATE"]
 
 CONSOLIDATE = "consolidate_memory"
 _ROLES = ("user", "assistant")
@@ -48,6 +49,15 @@ def messages_of(messages: Any) -> list[dict[str, Any]]:
     return said
 
 
+def said_at(timestamp: Any, door: Door) -> datetime | None:
+    """mem0 Platform's `timestamp` (Unix seconds), or a datetime or ISO 8601 text: when the messages were said."""
+    if timestamp is None or isinstance(timestamp, datetime | str):
+        return parse_time("timestamp", timestamp, door.settings.tzinfo)
+    if isinstance(timestamp, bool) or not isinstance(timestamp, int | float):
+        raise InvalidInputError(f"timestamp must be Unix seconds, a datetime or an ISO 8601 text, got {timestamp!r}")
+    return datetime.fromtimestamp(timestamp, tz=timezone.utc)
+
+
 def own_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any] | None:
     """The metadata to keep: mem0's ids are the memory's scope, not metadata, so they are left out."""
     if metadata is None:
@@ -57,12 +67,15 @@ def own_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return {key: value for key, value in metadata.items() if key not in (*ENTITY_KEYS, "actor_id")}
 
 
-def add(door: Door, caller: Caller, messages: Any, *, metadata: Mapping[str, Any] | None, infer: bool) -> dict[str, Any]:
-    """mem0's `add`: `{"results": [{"id", "memory", "event": "ADD"}, ...]}`."""
+def add(
+    door: Door, caller: Caller, messages: Any, *, metadata: Mapping[str, Any] | None, infer: bool, time: datetime | None = None
+) -> dict[str, Any]:
+    """mem0's `add`: `{"results": [{"id", "memory", "event": "ADD"}, ...]}`; `time`: when the
+    messages were said (default now)."""
     said = messages_of(messages)
     if not any(message["content"].strip() for message in said):
         return {"results": []}
-    stored = door.add(caller, said, metadata=own_metadata(metadata), infer=infer)
+    stored = door.add(caller, said, metadata=own_metadata(metadata), infer=infer, time=time)
     if infer and _learns(door):
         learnt = door.run_summary(caller, CONSOLIDATE)
         return {"results": [_event(record) for record in learnt.produced]}

@@ -67,6 +67,8 @@ class Memory:
         agent_id: str | None = None,
         run_id: str | None = None,
         metadata: Mapping[str, Any] | None = None,
+        timestamp: Any = None,
+        expiration_date: Any = None,
         infer: bool = True,
         memory_type: str | None = None,
         prompt: str | None = None,
@@ -74,13 +76,18 @@ class Memory:
         """Remember `messages` (a text, a message dict, or a list of them; system messages are
         left out) for the ids given (at least one). `infer=True`: the facts an LLM learns from
         them (when one is configured; else the messages as they are); `infer=False`: each message
-        as one memory. Returns `{"results": [{"id", "memory", "event": "ADD"}, ...]}`."""
+        as one memory. `timestamp` (as mem0 Platform's: Unix seconds, or a datetime or ISO text):
+        when they were said, so time questions ("last week") read from it. Returns
+        `{"results": [{"id", "memory", "event": "ADD"}, ...]}`."""
+        if expiration_date is not None:
+            raise InvalidInputError("expiration_date is not supported by MemoryScope (memories expire when replaced)")
         if memory_type is not None:
             raise InvalidInputError(f"memory_type={memory_type!r}: procedural memories are not supported by MemoryScope")
         if prompt is not None:
             logger.warning("mem0 add(prompt=...) is not used by MemoryScope; its own consolidation prompts are")
         scope = scope_of(user_id, agent_id, run_id, verb="add")
-        return calls.add(self.door, self._caller(scope), messages, metadata=metadata, infer=infer)
+        when = calls.said_at(timestamp, self.door)
+        return calls.add(self.door, self._caller(scope), messages, metadata=metadata, infer=infer, time=when)
 
     def search(
         self,

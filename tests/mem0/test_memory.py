@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -155,3 +156,14 @@ def test_async_memory_runs_each_call_off_the_event_loop(store_path: Path) -> Non
         return order
 
     assert asyncio.run(main()) == ["tick", "added", "I keep bees on the roof", "1"]
+
+
+def test_timestamp_says_when_the_messages_were_said(memory: Memory) -> None:
+    said = datetime(2024, 10, 21, 9, 0, tzinfo=timezone.utc)
+    (added,) = memory.add("I moved to Kyoto", user_id="alice", timestamp=int(said.timestamp()))["results"]
+    (as_text,) = memory.add("I started a new job", user_id="alice", timestamp="2024-10-22T09:00:00+00:00")["results"]
+    door = memory.door
+    anyone = door.caller(None, workspace=None)
+    assert [door.get(anyone, item["id"]).message_time for item in (added, as_text)] == [said, said + timedelta(days=1)]  # type: ignore[union-attr]  # both exist
+    with pytest.raises(InvalidInputError, match="expiration_date is not supported"):
+        memory.add("hi", user_id="alice", expiration_date="2030-01-01")
