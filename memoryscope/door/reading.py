@@ -66,10 +66,10 @@ class ReadingVerbs(DoorBase):
             caller, self._retrieve_operation, "search", query=query, query_time=self._now(query_time),
             search_filter=narrowed, top_k=top_k,
         )  # fmt: skip
-        found = self._records(result.context.memories[:top_k])
-        if threshold is None:
-            return found
-        return [record for record in found if record.score is not None and record.score >= threshold]
+        found = result.context.memories
+        if threshold is not None:  # the best top_k of those that pass, whatever order the ranking left
+            found = tuple(node for node in found if node.score is not None and node.score >= threshold)
+        return self._records(found[:top_k])
 
     def get(self, caller: Caller, memory_id: str) -> MemoryRecord | None:
         """The caller's memory with this id, or None (another user's memory is None too)."""
