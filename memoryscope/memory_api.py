@@ -128,8 +128,10 @@ class MemoryApi:
         query_time: datetime | None = None,
         target_name: str = "",
         workspace: str = "",
+        threshold: float | None = None,
     ) -> list[MemoryRecord]:
-        """The `top_k` memories of `user_id` that best answer `query`, best first, with scores.
+        """The `top_k` memories of `user_id` that best answer `query`, best first, with scores
+        (0 to 1, higher is better); with `threshold`, only those scoring at least that.
 
         `filters` on metadata (`{"source": "crm", "rating": {"gte": 3}}`), `types` of memory
         (`observation`, `insight`, `conversation`, `obs_customized`; an agent's `core_memory` and
@@ -140,7 +142,7 @@ class MemoryApi:
         is asked ("last week" is relative to it)."""
         return self.door.search(
             self._caller(user_id, workspace, target_name), query, top_k=top_k, filters=filters, types=types,
-            time_range_given=time_range, query_time=query_time,
+            time_range_given=time_range, query_time=query_time, threshold=threshold,
         )  # fmt: skip
 
     def get(self, memory_id: str, *, user_id: str | None = None) -> MemoryRecord | None:

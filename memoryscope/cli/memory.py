@@ -4,9 +4,11 @@
     memoryscope add "prefers tea" --user lin --no-infer --meta source=crm --meta rating=4
     memoryscope search "where does Lin live?" --user lin --top-k 5 --filter source=crm --json
     memoryscope search "tea" --user lin --filters '{"rating": {"gte": 3}}' --type obs_customized
+    memoryscope search "tea" --user lin --threshold 0.5      # only memories scoring at least 0.5
     memoryscope get ID [--json]
     memoryscope update ID --text "prefers green tea" --meta rating=5
     memoryscope delete ID [ID ...]          # or: memoryscope delete --all --user lin --yes
+    memoryscope delete --all-users --yes    # every memory of every user in the store
     memoryscope history ID                  # (memoryscope.cli.history)
 
 `--meta KEY=VALUE` and `--filter KEY=VALUE` read VALUE as JSON when it is JSON (`4`, `true`,
@@ -52,6 +54,9 @@ def add_memory_commands(subparsers: Any) -> None:
     _filter_options(search)
     search.add_argument("--since", default=None, help="only memories said at or after this ISO 8601 time")
     search.add_argument("--until", default=None, help="only memories said before this ISO 8601 time")
+    search.add_argument(
+        "--threshold", type=float, default=None, help="only memories scoring at least this (0 to 1; default: no cut)"
+    )
     search.set_defaults(handler=_search)
 
     get = _command(subparsers, "get", "show memories by id")
@@ -67,7 +72,8 @@ def add_memory_commands(subparsers: Any) -> None:
     delete = _command(subparsers, "delete", "delete memories by id, or all of a user's with --all")
     delete.add_argument("ids", nargs="*", metavar="ID", help="memory ids")
     delete.add_argument("--all", action="store_true", help="every memory of --user (which must be given, with --yes)")
-    delete.add_argument("-y", "--yes", action="store_true", help="with --all: yes, delete them all")
+    delete.add_argument("--all-users", action="store_true", help="every memory of every user in the store (with --yes)")
+    delete.add_argument("-y", "--yes", action="store_true", help="with --all or --all-users: yes, delete them all")
     delete.set_defaults(handler=_delete)
 
 
@@ -95,7 +101,7 @@ def _search(args: argparse.Namespace) -> int:
         since, until = parse_time("--since", args.since, zone), parse_time("--until", args.until, zone)
         found = door.search(
             door.caller(args.user), args.query, top_k=args.top_k, filters=_filters(args), types=args.types,
-            time_range_given=(since, until) if since or until else None,
+            time_range_given=(since, until) if since or until else None, threshold=args.threshold,
         )  # fmt: skip
         _show(found, args.json, scores=True)
         if not found and not args.json:
@@ -132,6 +138,8 @@ def _update(args: argparse.Namespace) -> int:
 
 
 def _delete(args: argparse.Namespace) -> int:
+    if args.all_users:
+        return _reset(args)
     if args.all == bool(args.ids):
         raise InvalidInputError("`memoryscope delete` takes memory ids, or --all --user NAME --yes (not both)")
     if args.all and args.user is None:
@@ -149,6 +157,17 @@ def _delete(args: argparse.Namespace) -> int:
         print(f"error: {MemoryNotFoundError(memory_id)}", file=sys.stderr)
     _said(f"deleted {outcome.deleted_count} of {len(args.ids)} memories (run {outcome.run_id or 'none'})", args.json)
     return EXIT_NOT_FOUND if outcome.unknown_ids else EXIT_OK
+
+
+def _reset(args: argparse.Namespace) -> int:
+    if args.all or args.ids or args.user is not None:
+        raise InvalidInputError("`memoryscope delete --all-users --yes` takes no ids, --all or --user")
+    if not args.yes:
+        raise InvalidInputError("`memoryscope delete --all-users` deletes every memory in the store: add --yes to do it")
+    with command_scope(args) as scope:
+        outcome = scope.door.reset(scope.door.caller(None))
+    _said(outcome.result, args.json)
+    return EXIT_OK
 
 
 # -- pieces ------------------------------------------------------------------------------------

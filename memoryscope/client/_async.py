@@ -83,9 +83,11 @@ class AsyncMemoryScopeClient:
     async def search(
         self, query: str, user_id: str, *, top_k: int = 10, filters: Mapping[str, Any] | None = None,
         types: Any = None, time_range: TimeBounds | None = None, query_time: datetime | None = None,
-        target_name: str = "", workspace: str = "",
+        target_name: str = "", workspace: str = "", threshold: float | None = None,
     ) -> list[RemoteMemory]:  # fmt: skip
-        return await self._run(_search(query, user_id, top_k, filters, types, time_range, query_time, target_name, workspace))
+        return await self._run(
+            _search(query, user_id, top_k, filters, types, time_range, query_time, target_name, workspace, threshold)
+        )
 
     async def get(self, memory_id: str) -> RemoteMemory | None:
         return await self._run(_get(memory_id))

@@ -134,9 +134,11 @@ def _type_names(types: Any) -> list[str]:
 
 def _search(
     query: str, user_id: str, top_k: int, filters: Mapping[str, Any] | None, types: Any, time_range: TimeBounds | None,
-    query_time: datetime | None, target_name: str, workspace: str,
+    query_time: datetime | None, target_name: str, workspace: str, threshold: float | None = None,
 ) -> _Call[list[RemoteMemory]]:  # fmt: skip
     body: dict[str, Any] = {"query": query, "top_k": top_k}
+    if threshold is not None:
+        body["threshold"] = threshold
     if types is not None:
         body["types"] = _type_names(types)
     if filters is not None:

@@ -96,11 +96,14 @@ class MemoryScopeClient:
     def search(
         self, query: str, user_id: str, *, top_k: int = 10, filters: Mapping[str, Any] | None = None,
         types: Any = None, time_range: TimeBounds | None = None, query_time: datetime | None = None,
-        target_name: str = "", workspace: str = "",
+        target_name: str = "", workspace: str = "", threshold: float | None = None,
     ) -> list[RemoteMemory]:  # fmt: skip
         """The server's retrieval: the `top_k` memories that best answer `query`, best first.
-        `time_range` is `(since, until)` (either may be None) or a `TimeRange`."""
-        return self._run(_search(query, user_id, top_k, filters, types, time_range, query_time, target_name, workspace))
+        `time_range` is `(since, until)` (either may be None) or a `TimeRange`; `threshold`
+        (0 to 1) keeps only memories scoring at least that."""
+        return self._run(
+            _search(query, user_id, top_k, filters, types, time_range, query_time, target_name, workspace, threshold)
+        )
 
     def get(self, memory_id: str) -> RemoteMemory | None:
         """The memory with this id, or None."""

@@ -140,6 +140,23 @@ class Door(ReadingVerbs):
         context = result.context
         return WriteOutcome(result.run_id, "delete_all", context.result, deleted_count=context.deleted_count)
 
+    def reset(self, caller: Caller) -> WriteOutcome:
+        """Delete every memory of every user, target and workspace in the store (admin only): one
+        `delete_all` run per owner, so each is in the history and `undo` can take it back."""
+        caller.require(ADMIN, "reset")
+        store = self._require_store()
+        owners: set[tuple[str, str, str]] = set()
+        for batch in store.iter_all():
+            owners.update((node.user_name, node.target_name, node.workspace) for node in batch)
+        for records in store.iter_state():
+            owners.update((r.key.owner.user_name, r.key.owner.target_name, r.key.owner.workspace) for r in records)
+        deleted = 0
+        for user_id, target, workspace in sorted(owners):
+            owner = Caller(user_id, workspace, target, scopes=caller.scopes)
+            deleted += self._run(owner, "delete_all", "reset").context.deleted_count
+        summary = f"deleted {deleted} memories of {len(owners)} users, targets and workspaces"
+        return WriteOutcome("", "reset", summary, deleted_count=deleted)
+
     def pin(self, caller: Caller, memory_id: str, pinned: bool = True) -> MemoryRecord:
         """Keep a memory from being expired or rewritten by consolidation and reflection (or, with
         `pinned=False`, let them again)."""

@@ -3,6 +3,7 @@ and the admin's counts. Each reads for a caller through the store's filter."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict
 from datetime import datetime
@@ -25,7 +26,7 @@ from memoryscope.stores.legacy_agent import migrate_owner
 from memoryscope.stores.state import CORE_BLOCK, StateKey, StateOwner
 from memoryscope.transfer.jsonl import export_memories
 
-__all__ = ["ReadingVerbs"]
+__all__ = ["ReadingVerbs", "checked_threshold"]
 
 _PAGE = 500
 _SHOWN_RUNS = 10  # the newest runs `status` names
@@ -47,14 +48,17 @@ class ReadingVerbs(DoorBase):
         types: Sequence[MemoryType | str] | None = None,
         time_range_given: TimeRange | tuple[datetime | None, datetime | None] | None = None,
         query_time: datetime | None = None,
+        threshold: float | None = None,
     ) -> list[MemoryRecord]:
         """The `top_k` memories of the caller's user that best answer `query`, best first, each
-        scored by how well it answers, in [0, 1] (`memoryscope.door.relevance`)."""
+        scored by how well it answers, in [0, 1] (`memoryscope.door.relevance`); with `threshold`
+        (0 to 1), only those scoring at least that."""
         caller.require(READ, "search")
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("search needs a query; get_all lists memories without one")
         self.limits.check_text(query, "query")
         top_k = self.limits.check_top_k(top_k)
+        threshold = checked_threshold(threshold)
         narrowed = SearchFilter(
             memory_types=memory_types(types),
             time_range=time_range(time_range_given, self.settings.tzinfo),
@@ -68,8 +72,10 @@ class ReadingVerbs(DoorBase):
             search_filter=narrowed, top_k=top_k, embedded=(TextVector(query, vector, is_query=True),),
         )  # fmt: skip
         found = result.context.memories[:top_k]
-        scores = relevance.scores(query, vector, found)
-        return self._records([node.with_score(score) for node, score in zip(found, scores, strict=True)])
+        scored = [node.with_score(score) for node, score in zip(found, relevance.scores(query, vector, found), strict=True)]
+        if threshold is not None:  # scores never rise down the list: those that pass come first
+            scored = [node for node in scored if node.score is not None and node.score >= threshold]
+        return self._records(scored)
 
     def get(self, caller: Caller, memory_id: str) -> MemoryRecord | None:
         """The caller's memory with this id, or None (another user's memory is None too)."""
@@ -233,6 +239,20 @@ class ReadingVerbs(DoorBase):
         self._require_store()
         return stream_of(lambda out: self.export(caller, out))
 
+
+
+def checked_threshold(threshold: float | None) -> float | None:
+    """A search's least score: None (no cut) or a number from 0 to 1."""
+    if threshold is None:
+        return None
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not math.isfinite(threshold):
+        raise InvalidInputError(f"threshold must be a number from 0 to 1, got {threshold!r}", code="invalid_threshold")
+    if not 0 <= threshold <= 1:
+        raise InvalidInputError(
+            f"threshold {threshold} is out of range: scores run from 0 to 1, so give a threshold from 0 to 1",
+            code="invalid_threshold",
+        )
+    return float(threshold)
 
 
 def _run_dict(record: RunRecord) -> dict[str, Any]:

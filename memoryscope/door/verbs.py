@@ -57,6 +57,8 @@ VERBS: tuple[Verb, ...] = (
          "delete_all(user_id)", "delete --all --user U --yes", "DELETE /v1/users/{u}/memories"),
     Verb("history", "every change to one memory, oldest first", READ, "", "list[MemoryChange]", _BY_ID,
          "history(memory_id)", "history ID | --user U | --run RUN", "GET /v1/memories/{id}/history"),
+    Verb("reset", "delete every memory of every user (admin)", ADMIN, "delete_all", "WriteOutcome", _BAD,
+         "memoryscope.mem0.Memory().reset()", "delete --all-users --yes", "POST /reset"),
     Verb("pin", "keep a memory from consolidation and reflection", WRITE, "pin_memory", "MemoryRecord", _BY_ID,
          "pin(memory_id)", "pin ID [--user U]", "POST /v1/memories/{id}/pin"),
     Verb("unpin", "undo pin", WRITE, "unpin_memory", "MemoryRecord", _BY_ID, "unpin(memory_id)", "unpin ID",

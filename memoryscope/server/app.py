@@ -35,7 +35,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from memoryscope import __version__
 from memoryscope.app import MemoryScope
 from memoryscope.config.server_settings import ServerSettings
-from memoryscope.server import routes_chat, routes_health, routes_memory, routes_ops, routes_playground
+from memoryscope.server import routes_chat, routes_health, routes_mem0, routes_memory, routes_ops, routes_playground
 from memoryscope.server.access import KeyRing
 from memoryscope.server.browser_guard import BrowserGuard, HostPolicy
 from memoryscope.server.errors import install_error_handlers
@@ -97,7 +97,7 @@ def create_app(
     )
     app.state.memoryscope = state
     install_error_handlers(app)
-    for router in (routes_health.router, routes_memory.router, routes_ops.router, routes_chat.router):
+    for router in (routes_health.router, routes_memory.router, routes_ops.router, routes_chat.router, routes_mem0.router):
         app.include_router(router)
     if settings.playground:
         app.include_router(routes_playground.router)

@@ -101,6 +101,7 @@ def search(
     found = state.door.search(
         caller, body.query, top_k=body.top_k, filters=body.filters, types=body.types,
         time_range_given=(body.since, body.until) if body.since or body.until else None, query_time=body.query_time,
+        threshold=body.threshold,
     )  # fmt: skip
     if not found:  # only then is it worth a count: is the user unknown, or did nothing match?
         require_known_user(state, caller)

@@ -51,6 +51,7 @@ class SearchBody(BaseModel):
     until: Time | None = Field(default=None, description="Only memories said before this time.")
     filters: dict[str, Any] | None = Field(default=None, description='On metadata: {"source": "crm", "rating": {"gte": 3}}.')
     query_time: Time | None = Field(default=None, description="When the question is asked (default: now).")
+    threshold: float | None = Field(default=None, description="Only memories scoring at least this (0 to 1; default: no cut).")
 
 
 class AddMemories(BaseModel):
