@@ -5,6 +5,7 @@ source kept from other users, and `memoryscope agent`'s `/attach`, `/summarize` 
 from __future__ import annotations
 
 import io
+import itertools
 from pathlib import Path
 
 import pytest
@@ -60,7 +61,7 @@ def test_text_is_cut_by_paragraphs_into_overlapping_passages() -> None:
     chunks = chunk_text("\n\n".join(paragraphs), size=400, overlap=80)
     assert len(chunks) > 5 and all(len(chunk) <= 400 for chunk in chunks)
     assert chunks[0].startswith("Paragraph 1 says") and "\n\n" in chunks[0]  # short paragraphs share a passage
-    for before, after in zip(chunks, chunks[1:], strict=False):
+    for before, after in itertools.pairwise(chunks):
         assert after[:15] in before[-80:]  # each begins with the end of the one before
     words = {word for paragraph in paragraphs for word in paragraph.split()}
     assert words <= {word for chunk in chunks for word in chunk.split()}  # nothing lost, long ones cut
@@ -131,8 +132,8 @@ def test_attach_summarize_and_multiline_input_in_memoryscope_agent(
         "/summarize", "/attach", "/attach office", "/attach", "What is the wifi password?",
         "//", "first line", "/not a command", "//", "/summarize", "/memory", "/detach office", "/attach",
     ]  # fmt: skip
-    out = io.StringIO()
-    assert run_agent(config, "ann", agent_name="helper", stdin=io.StringIO("".join(f"{line}\n" for line in lines)), stdout=out) == 0
+    out, typed = io.StringIO(), io.StringIO("".join(f"{line}\n" for line in lines))
+    assert run_agent(config, "ann", agent_name="helper", stdin=typed, stdout=out) == 0
     shown = out.getvalue()
     assert "error: nothing to summarise" in shown
     assert shown.count("data sources: office\n") == 2 and "data sources: office (attached)" in shown
