@@ -73,7 +73,7 @@ def run_load(
     suffixes = [part.strip() for part in args.extensions.split(",") if part.strip()]
     if not suffixes:
         raise InvalidInputError(f"load: --extensions {args.extensions!r} names no suffix; e.g. {_DEFAULT_EXTENSIONS}")
-    with MemoryScope(args.config) as scope:
+    with MemoryScope(args.config, overrides=_no_llm_needed(args.config)) as scope:
         door = scope.door
         caller = door.caller(args.user)
         if args.list:
@@ -99,3 +99,12 @@ def run_load(
             file=stdout,
         )
         return 0
+
+
+def _no_llm_needed(config: str) -> dict[str, bool]:
+    """Overrides that let the config open without its LLM's key: loading only embeds (the
+    `agent` config requires its generation model, which the agent needs and `load` does not)."""
+    from memoryscope.config import load_config
+
+    models = load_config(config).models.items()
+    return {f"model.{name}.required": False for name, spec in models if spec.required and spec.role == "generation"}

@@ -14,7 +14,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from memoryscope.door.base import DoorBase
@@ -24,6 +24,7 @@ from memoryscope.errors import InvalidInputError, NotFoundError, StoreConflict, 
 from memoryscope.history import ChangeSource
 from memoryscope.stores.state import StateKey, StateOwner
 
+_EPOCH = datetime.min.replace(tzinfo=timezone.utc)  # a damaged record's time: sorted first
 __all__ = ["AgentRecord", "AgentVerbs", "AGENT_KIND", "checked_name"]
 
 AGENT_KIND = "agent"
@@ -165,6 +166,6 @@ def _agent_of(user_id: str, value: Mapping[str, Any]) -> AgentRecord:
     created = value.get("created_at")
     return AgentRecord(
         str(value.get("id", "")), str(value.get("name", "")), user_id, str(value.get("persona", "")),
-        str(value.get("human", "")), datetime.fromisoformat(created) if isinstance(created, str) else datetime.min,
+        str(value.get("human", "")), datetime.fromisoformat(created) if isinstance(created, str) else _EPOCH,
         dict(value.get("metadata") or {}),
     )  # fmt: skip

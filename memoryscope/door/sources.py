@@ -16,7 +16,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Any
 
 from memoryscope.context import Message
@@ -32,6 +32,7 @@ from memoryscope.progress import Progress
 from memoryscope.stores.metadata import metadata_conditions
 from memoryscope.stores.state import StateKey, StateOwner
 
+_EPOCH = datetime.min.replace(tzinfo=timezone.utc)  # a damaged record's time: sorted first
 __all__ = ["SourceRecord", "SourceLoad", "SourceVerbs", "SOURCE_KIND", "ATTACHED_KIND", "SOURCE_KEY", "PASSAGE_OPERATION"]
 
 SOURCE_KIND = "data_source"
@@ -254,7 +255,7 @@ class SourceVerbs(DoorBase):
 
 
 def _source_of(user_id: str, value: dict[str, Any]) -> SourceRecord:
-    created = datetime.fromisoformat(value["created_at"]) if isinstance(value.get("created_at"), str) else datetime.min
+    created = datetime.fromisoformat(value["created_at"]) if isinstance(value.get("created_at"), str) else _EPOCH
     updated = datetime.fromisoformat(value["updated_at"]) if isinstance(value.get("updated_at"), str) else created
     return SourceRecord(
         str(value.get("id", "")), str(value.get("name", "")), user_id, str(value.get("description") or ""),

@@ -148,3 +148,13 @@ def test_attach_summarize_and_multiline_input_in_memoryscope_agent(
     listed = io.StringIO()
     assert manage_agents(config, "ann", stdout=listed) == 0
     assert listed.getvalue().startswith("helper\t")
+
+
+def test_load_needs_no_llm_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The agent config requires its LLM; loading only embeds, so it opens without the LLM's key."""
+    for name in ("MEMORYSCOPE_LLM_API_BASE", "MEMORYSCOPE_LLM_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    notes = tmp_path / "notes.txt"
+    notes.write_text("The spare key is under the blue pot.", encoding="utf-8")
+    assert main(["load", "--config", write_config(tmp_path), "--name", "home", str(notes)]) == 0
+    assert "1 passages added" in capsys.readouterr().out
