@@ -319,6 +319,9 @@ def messages_of(result: TurnResult) -> list[dict[str, Any]]:
         out.append({**entry, "id": uuid.uuid4().hex, "date": date})
 
     for step in result.steps:
+        if not step.calls and step.thought.strip() and step.thought.strip() in result.messages:
+            add({"assistant_message": step.thought.strip()})  # a model that answered in plain text: what it said
+            continue
         if step.thought:
             add({"internal_monologue": step.thought})
         for call in step.calls:
@@ -330,8 +333,6 @@ def messages_of(result: TurnResult) -> list[dict[str, Any]]:
                 add({"assistant_message": message})
             add({"function_return": "None" if call.name == "send_message" and call.ok else call.result,
                  "status": "success" if call.ok else "error"})  # fmt: skip
-        if not step.calls and step.thought and result.messages:  # a model that answered in plain text
-            add({"assistant_message": step.thought})
     return out
 
 

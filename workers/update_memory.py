@@ -55,9 +55,9 @@ _MESSAGES = {
 class UpdateMemoryWorker(Worker):
     """Change the user's memories directly, by `method`:
 
-    - `add`: each of `new_memories` (or else the query, as in MemoryScope 0.1) becomes an
-      `obs_customized` memory said at `query_time` (default: now); a `Message` in `new_memories`
-      keeps its own time, role and metadata.
+    - `add`: each of `new_memories` (or else the query, as in MemoryScope 0.1) becomes a memory
+      of type `memory_type` (`obs_customized`; a data source's passages: `source_passage`) said at
+      `query_time` (default: now); a `Message` in `new_memories` keeps its own time, role and metadata.
     - `update`: the one memory in `memory_ids` gets the text in `new_memories` (embedded again)
       and/or the metadata keys of `new_metadata` (a None value removes its key).
     - `pin` / `unpin`: the memories in `memory_ids` are kept from (or left to) consolidation and

@@ -24,8 +24,9 @@ from memoryscope.errors import InvalidInputError, NotFoundError, StoreConflict, 
 from memoryscope.history import ChangeSource
 from memoryscope.stores.state import StateKey, StateOwner
 
-_EPOCH = datetime.min.replace(tzinfo=timezone.utc)  # a damaged record's time: sorted first
 __all__ = ["AgentRecord", "AgentVerbs", "AGENT_KIND", "checked_name"]
+
+_EPOCH = datetime.min.replace(tzinfo=timezone.utc)  # a damaged record's time: sorted first
 
 AGENT_KIND = "agent"
 _MAX_NAME = 100

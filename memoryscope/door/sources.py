@@ -32,8 +32,9 @@ from memoryscope.progress import Progress
 from memoryscope.stores.metadata import metadata_conditions
 from memoryscope.stores.state import StateKey, StateOwner
 
-_EPOCH = datetime.min.replace(tzinfo=timezone.utc)  # a damaged record's time: sorted first
 __all__ = ["SourceRecord", "SourceLoad", "SourceVerbs", "SOURCE_KIND", "ATTACHED_KIND", "SOURCE_KEY", "PASSAGE_OPERATION"]
+
+_EPOCH = datetime.min.replace(tzinfo=timezone.utc)  # a damaged record's time: sorted first
 
 SOURCE_KIND = "data_source"
 ATTACHED_KIND = "attached_source"

@@ -145,3 +145,16 @@ def test_what_memgpt_has_and_memoryscope_does_not_is_a_clear_error(llm: FakeOpen
             client.create_agent(name="helper") and client.get_agent(agent_name="helpr")
         with pytest.raises(LookupError, match="no data source 'nope'"):
             client.attach_source(client.get_agent(agent_name="helper").id, "nope")
+
+
+def test_failed_calls_and_plain_text_replies_in_memgpts_shape(llm: FakeOpenAIServer) -> None:
+    llm.queue_replies(
+        step(call("core_memory_append", label="nowhere", content="x")),  # no such block: an error it reads back
+        "Sorry, let me just say hi.",  # a model that answers in plain text
+    )
+    with client_of() as client:
+        agent = client.create_agent(name="plain")
+        messages = client.user_message(agent.id, "hi")
+    assert messages[0]["function_call"] == "core_memory_append({'label': 'nowhere', 'content': 'x'})"
+    assert messages[1]["status"] == "error" and "no core memory block" in messages[1]["function_return"]
+    assert [m.get("assistant_message") for m in messages[2:]] == ["Sorry, let me just say hi."]
