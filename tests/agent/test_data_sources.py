@@ -115,6 +115,7 @@ def test_memoryscope_load_reads_files_folders_stdin_and_pdf_once(
     assert "deleted data source 'office' (5 passages)" in capsys.readouterr().out
     with MemoryScope(config) as scope:
         assert scope.door.list_sources(scope.door.caller("ann")) == []
+        assert scope.door.search_sources(scope.door.caller("ann"), "badges", sources=["office"]) == []  # passages gone
 
 
 def test_attach_summarize_and_multiline_input_in_memoryscope_agent(

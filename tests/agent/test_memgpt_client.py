@@ -85,6 +85,7 @@ def test_names_are_unique_per_user_and_agents_persist_for_the_next_client(llm: F
         assert memory["core_memory"] == {"persona": "I am Sam.", "human": "Ann.\nAnn plays the cello."}
         assert memory["recall_memory"] == 2  # the user's message and the reply
         assert again.get_agent_memory(other.id)["core_memory"]["human"] == ""  # each agent its own blocks
+        assert again.get_agent_memory(other.id)["recall_memory"] == 0  # ... and its own conversation
         again.user_message(helper.id, "What do I play?")
         queue = agent_requests(llm)[-1]["messages"]
         assert any("I play the cello" in str(m.get("content")) for m in queue)  # the saved queue came back
