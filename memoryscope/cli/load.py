@@ -95,7 +95,9 @@ def run_load(
         source = loaded.source
         print(
             f"loaded {loaded.documents} document{'s' if loaded.documents != 1 else ''} into data source {source.name!r}: "
-            f"{loaded.added} passages added, {loaded.already_loaded} already there ({source.passages} in all)",
+            f"{loaded.added} passages added, {loaded.already_loaded} already there"
+            + (f", {loaded.removed} no longer in their documents removed" if loaded.removed else "")
+            + f" ({source.passages} in all)",
             file=stdout,
         )
         return 0

@@ -6,7 +6,8 @@ it was made, its documents and how many passages it holds) and its passages, mem
 `source_passage` of that user (target ""), each with `metadata.data_source` = the source's
 name. The store's filter keeps them from every other user. A passage's memory id is fixed by its
 source and its text, so loading the same file again adds nothing (`load_source` skips the
-passages the source holds already, without embedding them again). Attaching writes a record of
+passages the source holds already, without embedding them again); a changed file loaded again
+replaces the passages it no longer has. Attaching writes a record of
 kind `attached_source` under the agent's target (`Caller.target`): the agent's
 `archival_memory_search` then finds that source's passages beside its own memories.
 """
@@ -69,13 +70,15 @@ class SourceRecord:
 
 @dataclass(frozen=True)
 class SourceLoad:
-    """What one load did: the source, how many documents were read, passages added, and
-    passages skipped because the source held them already."""
+    """What one load did: the source, how many documents were read, passages added, passages
+    skipped because the source held them already, and passages removed because the document
+    they came from was loaded again without them (it changed)."""
 
     source: SourceRecord
     documents: int
     added: int
     already_loaded: int
+    removed: int = 0
 
 
 class SourceVerbs(DoorBase):
@@ -104,8 +107,12 @@ class SourceVerbs(DoorBase):
             for position, text in enumerate(chunk_text(document.text, size=chunk_chars, overlap=overlap_chars)):
                 self.limits.check_text(text, "passage")
                 passages.setdefault(text_hash(text), (text, document.name, position))
-        held = self._held_hashes(owner, name)
+        held = {str(node.meta.get("passage_hash")): node for node in self._passages(owner, name)}
         new = [(digest, *passage) for digest, passage in passages.items() if digest not in held]
+        reloaded = {document.name for document in documents}
+        stale = [
+            node.memory_id for digest, node in held.items() if node.meta.get("document") in reloaded and digest not in passages
+        ]
         now = self._now(None)
         tracker = progress or Progress()
         tracker.start(f"load {name}", total=len(new))
@@ -119,6 +126,8 @@ class SourceVerbs(DoorBase):
                 )  # fmt: skip
                 self._run(owner, PASSAGE_OPERATION, "load_source", new_memories=messages)
                 tracker.advance(len(batch))
+            for start in range(0, len(stale), _BATCH):  # a changed document: its old passages go
+                self._run(owner, "delete_memory", "load_source", memory_ids=tuple(stale[start : start + _BATCH]))
         finally:
             tracker.finish()
         known = self._source_value(owner, name)
@@ -131,10 +140,10 @@ class SourceVerbs(DoorBase):
             "created_at": known["created_at"] if known else now.isoformat(),
             "updated_at": now.isoformat(),
             "documents": loaded,
-            "passages": len(held) + len(new),
+            "passages": len(held) + len(new) - len(stale),
         }
         self._require_store().write_state({self._source_key(owner, name): value}, change=ChangeSource("load_source"))
-        return SourceLoad(_source_of(caller.user_id, value), len(documents), len(new), len(passages) - len(new))
+        return SourceLoad(_source_of(caller.user_id, value), len(documents), len(new), len(passages) - len(new), len(stale))
 
     def list_sources(self, caller: Caller) -> list[SourceRecord]:
         """The caller's user's data sources, oldest first."""
@@ -250,9 +259,6 @@ class SourceVerbs(DoorBase):
             found += page
             if len(page) < _PAGE:
                 return found
-
-    def _held_hashes(self, owner: Caller, name: str) -> set[str]:
-        return {str(node.meta.get("passage_hash")) for node in self._passages(owner, name)}
 
 
 def _source_of(user_id: str, value: dict[str, Any]) -> SourceRecord:

@@ -93,6 +93,9 @@ def test_memoryscope_load_reads_files_folders_stdin_and_pdf_once(
     assert "4 documents into data source 'office': 1 passages added, 3 already there (5 in all)" in capsys.readouterr().out
     assert main(["load", "--config", config, "--user", "ann", "--list"]) == 0
     assert "office\t5 passages from 5 documents" in capsys.readouterr().out
+    (notes / "wifi.txt").write_text("The office wifi password is osprey-7.", encoding="utf-8")  # changed
+    assert main(["load", "--config", config, "--user", "ann", "--name", "office", str(notes / "wifi.txt")]) == 0
+    assert "1 passages added, 0 already there, 1 no longer in their documents removed (5 in all)" in capsys.readouterr().out
 
     with MemoryScope(config) as scope:
         door = scope.door
@@ -106,6 +109,8 @@ def test_memoryscope_load_reads_files_folders_stdin_and_pdf_once(
             door.attach_source(bob, "office")
         # the passages are not listed or searched with the user's memories
         assert door.get_all(ann) == [] and door.search(ann, "badges") == []
+        wifi = [r.memory for r in door.search_sources(ann, "wifi password", sources=["office"], top_k=10) if "wifi" in r.memory]
+        assert wifi == ["The office wifi password is osprey-7."]
 
     assert main(["load", "--config", config, "--user", "ann", "--name", "office", str(notes / "table.csv")]) == 2
     assert "cannot read .csv" in capsys.readouterr().err
