@@ -22,17 +22,23 @@ again; a streamed reply its reader closes early is kept as far as it was read;
 `remember_response=False` stores nothing. Without a generation model the reply lists the
 memories found instead (the first reply of a chat says why); only the user's message is stored
 then, and nothing fails.
+
+Function calling (`achat_with_memory(..., tools=[...])`, the caller running the functions): the
+model may answer with calls (`response.tool_calls`) instead of text; the caller sends the calls
+and their results back as `tool_exchange` with the same query, and the model answers again. Such
+a reply is not stored: the turn (the user's message and the text that ends the exchange) is
+stored once, when the model answers without calls (`memoryscope.chat.tool_reply`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import Field
 
@@ -41,6 +47,7 @@ from memoryscope.chat.found_memories import found_meta, memories_instead
 from memoryscope.chat.prompt import SystemPrompt
 from memoryscope.chat.remember import Ask, TurnStorage
 from memoryscope.chat.streaming import astream_reply, one, stream_reply, with_delta
+from memoryscope.chat.tool_reply import astream_tool_reply, prompt_tokens, tool_messages, tools_in_play
 from memoryscope.chat.turns import ChatTurn, HistoryStrategy, history_turns, said, turn_messages
 from memoryscope.compat.inputs import caller_inputs
 from memoryscope.context import Message
@@ -56,7 +63,9 @@ if TYPE_CHECKING:
 __all__ = ["ApiMemoryChat", "ChatTurn"]
 
 PromptParts = tuple[str | None, str | None, str | None]  # system_prompt, memory_prompt, temporary_memories
-History = Sequence[ChatMessage | Mapping[str, str]]
+History = Sequence[ChatMessage | Mapping[str, Any]]
+Tools = Sequence[Mapping[str, Any]]
+_Reply = TypeVar("_Reply")
 
 
 @dataclass(frozen=True)
@@ -171,6 +180,8 @@ class ApiMemoryChat:
         stream: bool | None = None,
         query_time: datetime | None = None,
         model_options: Mapping[str, Any] | None = None,
+        tools: Tools | None = None,
+        tool_exchange: Sequence[Mapping[str, Any]] | None = None,
     ) -> Any:
         """As `chat_with_memory`, for asyncio: a `ChatResponse`, or with `stream=True` an async iterator.
 
@@ -178,6 +189,15 @@ class ApiMemoryChat:
         the model's async API, so the event loop is never blocked. A reply cancelled while it is
         awaited (as Ctrl-C under `asyncio.run` does) counts as failed: the message is stored and
         `retry()` asks it again.
+
+        `tools` (OpenAI tool schemas, `{"type": "function", "function": {"name", "parameters"}}`)
+        are offered to the model; `model_options` may then hold `tool_choice` and
+        `parallel_tool_calls`. `tool_exchange` is what followed the query: the model's messages
+        with `tool_calls` and the `tool` messages answering them (`tool_call_id`), as OpenAI's
+        messages. The response's `tool_calls` are the model's calls; a reply with calls stores
+        nothing (the turn is stored when the model answers with text, see the module's notes).
+        `history` may then hold such messages too. Needs a model that calls functions
+        (`supports_tools`); else a `ModelError` says so.
         """
         ask = self._ask(query, role_name, query_time, remember_response)
         prompt_parts = (system_prompt, memory_prompt, temporary_memories)
@@ -189,21 +209,41 @@ class ApiMemoryChat:
             response = self._memories_instead(meta)
             await asyncio.to_thread(self._remember, ask, response.message.content, replied=False)
             return one(with_delta(response, response.message.content)) if stream else response
-        if stream:
-            answered, failed = partial(self._remember, ask), partial(self._remember_unanswered, ask)
-            return astream_reply(model, turn.messages, options, meta, answered, failed)
+        answered, failed = partial(self._remember, ask), partial(self._remember_unanswered, ask)
         started = time.perf_counter()
+        if tools_in_play(tools, tool_exchange):
+            messages = tool_messages(turn.messages, history, 2 * self._history_cap(), tool_exchange or ())
+            meta["prompt_tokens"] = prompt_tokens(messages, tools or ())  # what is sent, calls and tools included
+            if stream:
+                return astream_tool_reply(model, messages, tools or (), options, meta, answered, failed)
+            called = await self._awaited(ask, model.achat_with_tools(messages, tools or (), **options))
+            meta["timings"]["generation"] = time.perf_counter() - started
+            if not called.tool_calls:  # calls are not the turn's end: it is stored with the text that ends it
+                await asyncio.to_thread(self._remember, ask, called.content)
+            return ChatResponse(ChatMessage("assistant", called.content), meta, tool_calls=called.tool_calls)
+        if stream:
+            return astream_reply(model, turn.messages, options, meta, answered, failed)
+        reply = await self._awaited(ask, model.achat(turn.messages, **options))
+        meta["timings"]["generation"] = time.perf_counter() - started
+        await asyncio.to_thread(self._remember, ask, reply)
+        return ChatResponse(ChatMessage("assistant", reply), meta)
+
+    @property
+    def supports_tools(self) -> bool:
+        """Whether `tools` can be offered: the chat's generation model calls functions."""
+        model = self._model()
+        return model is not None and model.supports_tools
+
+    async def _awaited(self, ask: Ask, reply: Awaitable[_Reply]) -> _Reply:
+        """The model's reply; when it fails, the query is stored unanswered (see `retry`)."""
         try:
-            reply = await model.achat(turn.messages, **options)
+            return await reply
         except Exception:
             await asyncio.to_thread(self._remember_unanswered, ask)
             raise
         except (KeyboardInterrupt, asyncio.CancelledError):
             self._remember_unanswered(ask)  # on this thread: an interrupted task should await nothing more
             raise
-        meta["timings"]["generation"] = time.perf_counter() - started
-        await asyncio.to_thread(self._remember, ask, reply)
-        return ChatResponse(ChatMessage("assistant", reply), meta)
 
     def retry(self, stream: bool | None = None) -> Any:
         """Ask the last query again: the one whose reply failed, else the last turn's, which is
@@ -341,8 +381,8 @@ class ApiMemoryChat:
         return ChatMessage("system", prompt.text())
 
     def _messages(self, ask: Ask, system: ChatMessage, history: History | None, strategy: HistoryStrategy) -> list[ChatMessage]:
-        if history is not None:
-            recent = [_chat_message(item) for item in history][-2 * self._history_cap() :]
+        if history is not None:  # what was said in text (function calls and their results are left out)
+            recent = [message for item in history if (message := _chat_message(item)) is not None][-2 * self._history_cap() :]
         else:
             recent = [
                 message
@@ -379,7 +419,11 @@ class ApiMemoryChat:
             self._unanswered = replace(ask, stored_ids=stored.message_ids)
 
 
-def _chat_message(item: ChatMessage | Mapping[str, str]) -> ChatMessage:
+def _chat_message(item: ChatMessage | Mapping[str, Any]) -> ChatMessage | None:
+    """A history item as a text message; None for a `tool` result or a message with no text (calls only)."""
     if isinstance(item, ChatMessage):
         return item
-    return ChatMessage(str(item["role"]), str(item["content"]))
+    role, content = str(item["role"]), item.get("content")
+    if role == "tool" or not isinstance(content, str) or not content:
+        return None
+    return ChatMessage(role, content)

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memoryscope.models.base import ChatMessage
+from memoryscope.models.base import ChatMessage, ToolCall, ToolCallDelta
 from memoryscope.registry import Registry
 
 __all__ = ["ChatParams", "ChatResponse", "CHATS"]
@@ -39,12 +39,17 @@ class ChatParams(BaseModel):
 class ChatResponse:
     """A reply: `.message.content`; `.meta_data["memories"]`, the memories used as time-stamped
     lines in one text (as MemoryScope 0.1.x gave it), `"memory_lines"` and `"memory_ids"` the
-    same one by one, `"timings"` seconds per step. Streamed, `.delta` is the new text."""
+    same one by one, `"timings"` seconds per step. Streamed, `.delta` is the new text.
+
+    When the chat was given tools, `.tool_calls` are the functions the model called (streamed:
+    the calls so far, and `.tool_call_deltas` their new parts); a reply with calls is not stored."""
 
     message: ChatMessage
     meta_data: dict[str, Any] = field(default_factory=dict)
     delta: str = ""
     status: bool = True  # 0.1.x's flag; a failed reply raises here instead
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_deltas: tuple[ToolCallDelta, ...] = ()
 
 
 CHATS: Registry[type[Any]] = Registry("chat", None, ("memoryscope.chat",))

@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import IO, Any
 
 from memoryscope._scheduler_state import RunRecord, Scope, count_pending, message_backlog
-from memoryscope.context import SearchFilter
+from memoryscope.context import SearchFilter, TextVector
 from memoryscope.door.base import DoorBase, MemoryNotFoundError, conditions
 from memoryscope.door.caller import ADMIN, READ, Caller
 from memoryscope.door.inputs import listed_types, memory_types, time_range
 from memoryscope.door.records import MemoryRecord, Profile, Status
+from memoryscope.door.relevance import Relevance
 from memoryscope.door.streaming import stream_of
 from memoryscope.errors import InvalidInputError, NotFoundError
 from memoryscope.history import MemoryChange
@@ -47,7 +48,8 @@ class ReadingVerbs(DoorBase):
         time_range_given: TimeRange | tuple[datetime | None, datetime | None] | None = None,
         query_time: datetime | None = None,
     ) -> list[MemoryRecord]:
-        """The `top_k` memories of the caller's user that best answer `query`, best first."""
+        """The `top_k` memories of the caller's user that best answer `query`, best first, each
+        scored by how well it answers, in [0, 1] (`memoryscope.door.relevance`)."""
         caller.require(READ, "search")
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("search needs a query; get_all lists memories without one")
@@ -58,11 +60,16 @@ class ReadingVerbs(DoorBase):
             time_range=time_range(time_range_given, self.settings.tzinfo),
             metadata=conditions(filters),
         )
+        query = query.strip()
+        relevance = Relevance(self._require_store(), self.settings.language)
+        vector = relevance.query_vector(query)
         result = self._run(
             caller, self._retrieve_operation, "search", query=query, query_time=self._now(query_time),
-            search_filter=narrowed, top_k=top_k,
+            search_filter=narrowed, top_k=top_k, embedded=(TextVector(query, vector, is_query=True),),
         )  # fmt: skip
-        return self._records(result.context.memories[:top_k])
+        found = result.context.memories[:top_k]
+        scores = relevance.scores(query, vector, found)
+        return self._records([node.with_score(score) for node, score in zip(found, scores, strict=True)])
 
     def get(self, caller: Caller, memory_id: str) -> MemoryRecord | None:
         """The caller's memory with this id, or None (another user's memory is None too)."""

@@ -4,8 +4,9 @@ Concrete backends (`openai_like`, `bge_embedding`, `local_embedding`, `bge_rank`
 ...) subclass these and register under their `module_name` in the backend registries below.
 
 Function calling (OpenAI "tools") is optional for a generation model: `supports_tools` says
-whether `chat_with_tools` works; a model without it raises a `ModelError` saying so. Its messages
-and tool schemas are OpenAI wire-format dicts, its answer a `ToolReply`.
+whether `chat_with_tools` (and its async and streamed forms) works; a model without it raises a
+`ModelError` saying so. Its messages and tool schemas are OpenAI wire-format dicts, its answer a
+`ToolReply` (streamed: `ToolReplyPiece`s, the calls in `ToolCallDelta`s as OpenAI streams them).
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ __all__ = [
     "ChatMessage",
     "ToolCall",
     "ToolReply",
+    "ToolCallDelta",
+    "ToolReplyPiece",
     "GenerationModel",
     "PresetGenerationModel",
     "EmbeddingModel",
@@ -161,6 +164,24 @@ class ToolReply:
     tool_calls: tuple[ToolCall, ...] = ()  # () when it called no function
 
 
+@dataclass(frozen=True)
+class ToolCallDelta:
+    """A piece of one function call in a streamed reply, as OpenAI streams `delta.tool_calls`."""
+
+    index: int  # which call of the reply (0, 1, ...): pieces with the same index make one call
+    id: str = ""  # on the call's first piece only
+    name: str = ""  # the function's name, on the call's first piece only
+    arguments: str = ""  # the next characters of the arguments' JSON text
+
+
+@dataclass(frozen=True)
+class ToolReplyPiece:
+    """A piece of a streamed `astream_chat_with_tools` reply: new text, new parts of calls, or both."""
+
+    content: str = ""
+    tool_calls: tuple[ToolCallDelta, ...] = ()
+
+
 class _Model(ABC):  # noqa: B024  # shared state only; the roles below declare the abstract methods
     """Shared by every model: a backend name, a model name, an endpoint and usage counters."""
 
@@ -220,6 +241,13 @@ class GenerationModel(_Model):
         """Async `chat_with_tools`."""
         raise self._tools_unsupported()
 
+    def astream_chat_with_tools(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], **options: Any
+    ) -> AsyncIterator[ToolReplyPiece]:
+        """`achat_with_tools` streamed: its text and its calls in pieces as they arrive (a call's
+        id and name first, then its arguments)."""
+        raise self._tools_unsupported()
+
     def _tools_unsupported(self) -> ModelError:
         """The error of a function-calling request to a model that does not support it."""
         return ModelError(
@@ -264,6 +292,11 @@ class PresetGenerationModel(GenerationModel):
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], **options: Any
     ) -> ToolReply:
         return await self.model.achat_with_tools(messages, tools, **{**self.options, **options})
+
+    def astream_chat_with_tools(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], **options: Any
+    ) -> AsyncIterator[ToolReplyPiece]:
+        return self.model.astream_chat_with_tools(messages, tools, **{**self.options, **options})
 
 
 class EmbeddingModel(_Model):

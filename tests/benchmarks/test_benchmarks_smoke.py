@@ -91,6 +91,22 @@ def test_locomo_retrieval_writes_its_contract(tmp_path: Path) -> None:
     assert result["baselines"]["dense"]["recall"]["25"]["all"] == 1.0  # dense ranks every turn
 
 
+def test_locomo_scores_writes_its_result(tmp_path: Path) -> None:
+    """The door's scores on a tiny conversation: every figure present and in range, a lone hit not 0."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "tiny.json").write_text(json.dumps(CONVERSATION), encoding="utf-8")
+    out = tmp_path / "scores.json"
+    _run("locomo_scores", "--data", str(data), "--lone", "3", "--thresholds", "0.5", "--out", str(out))
+    result = json.loads(out.read_text(encoding="utf-8"))
+    assert result["questions"] == 3
+    assert 0.5 < result["auc"]["per_question"] <= 1.0
+    assert result["lone_hit"]["questions"] == 3 and result["lone_hit"]["zero"] == 0 and result["lone_hit"]["min"] > 0
+    assert result["unrelated_top"]["queries"] == 4 and 0.0 <= result["unrelated_top"]["max"] < 1.0
+    assert set(result["recall@10"]) == {"none", "0.5"}
+    assert result["recall@10"]["none"] == 1.0 >= result["recall@10"]["0.5"]
+
+
 def test_locomo_retrieval_reuses_a_kept_store_and_takes_config_changes(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()

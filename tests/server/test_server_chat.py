@@ -445,8 +445,8 @@ def test_the_callers_generation_options_reach_the_model_and_usage_is_what_it_rep
     ("fields", "named"),
     [
         ({"n": 2}, "n=2"),
-        ({"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]}, "tools"),
-        ({"tool_choice": "required"}, "tools"),
+        ({"tool_choice": "required"}, "tool_choice"),  # no tools offered
+        ({"functions": [{"name": "f", "parameters": {"type": "object"}}]}, "functions"),  # the deprecated form
         ({"logprobs": True}, "logprobs"),
         ({"modalities": ["text", "audio"]}, "modalities"),
     ],

@@ -6,7 +6,8 @@ Subclasses only build the LlamaIndex LLM. This class:
   OpenAI wire-format messages become LlamaIndex messages (an assistant's `tool_calls` and a tool
   message's `tool_call_id` in `additional_kwargs`, which LlamaIndex's OpenAI LLM writes back to
   the wire as they were), the tool schemas go as the `tools` option of the request as given, and
-  the calls come back from the response's `additional_kwargs["tool_calls"]`. LlamaIndex's own
+  the calls come back from the response's `additional_kwargs["tool_calls"]` (streamed, LlamaIndex
+  accumulates them there chunk by chunk; what is new in each is passed on). LlamaIndex's own
   `chat_with_tools` is not used: it takes LlamaIndex tool objects, not schemas;
 - counts usage: one call per chat, the prompt and completion tokens the server reports (in the
   response, or in the last stream chunk), else an estimate with the offline cl100k_base table;
@@ -30,7 +31,14 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from memoryscope.errors import ModelError, shorten
-from memoryscope.models.base import ChatMessage, GenerationModel, ToolCall, ToolReply
+from memoryscope.models.base import (
+    ChatMessage,
+    GenerationModel,
+    ToolCall,
+    ToolCallDelta,
+    ToolReply,
+    ToolReplyPiece,
+)
 from memoryscope.models.http import (
     AttemptFailed,
     RemoteCaller,
@@ -214,6 +222,37 @@ class LlamaIndexGeneration(GenerationModel):
             _count_tool_reply(tokens, response, messages, tools, reply)
         return reply
 
+    async def astream_chat_with_tools(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], **options: Any
+    ) -> AsyncIterator[ToolReplyPiece]:
+        prompt, kwargs = self._tool_request(messages, tools, {**self._stream_options, **options})
+        started = time.perf_counter()
+        tally = _StreamTally()
+        calls = _CallPieces(self._call_numbers)
+        try:
+            async with self._open_async_llm() as llm:
+
+                async def open_stream() -> tuple[Any, Any]:
+                    stream = await llm.astream_chat(prompt, **kwargs)
+                    return stream, _first_chunk(await anext(stream, None))
+
+                stream, response = await self._caller.acall(lambda: self._aattempt(open_stream))
+                try:
+                    while response is not None:
+                        piece = ToolReplyPiece(tally.add(response), calls.new_in(response))
+                        if piece.content or piece.tool_calls:
+                            yield piece
+                        response = await self._anext_or_raise(stream)
+                finally:
+                    await stream.aclose()  # releases the HTTP response when the caller stopped early
+            tally.failed = False
+        except GeneratorExit:
+            tally.failed = False
+            raise
+        finally:
+            tally.text.extend(calls.texts())
+            tally.record(self.usage, _tool_prompt(messages, tools), time.perf_counter() - started)
+
     def _tool_request(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]], options: Mapping[str, Any]
     ) -> tuple[list[Any], dict[str, Any]]:
@@ -287,6 +326,52 @@ class _StreamTally:
         text = "".join(self.text)
         prompt, completion = _usage_or_estimate(self.reported, messages, text)
         usage.record(latency_s=latency_s, prompt_tokens=prompt, completion_tokens=completion, error=self.failed)
+
+
+class _CallPieces:
+    """The function calls of a stream, told as pieces: LlamaIndex keeps each call accumulated so
+    far in every chunk's `message.additional_kwargs["tool_calls"]`; what was not told yet is new."""
+
+    def __init__(self, numbers: Iterator[int]) -> None:
+        self._numbers = numbers
+        self._told: list[tuple[str, str]] = []  # per call: its name, and its arguments as told so far
+
+    def new_in(self, response: Any) -> tuple[ToolCallDelta, ...]:
+        raw_calls = response.message.additional_kwargs.get("tool_calls") or ()
+        pieces = []
+        for index, raw in enumerate(raw_calls):
+            call_id, name, arguments = _call_fields(raw)
+            if index == len(self._told):
+                if not name:  # its name has not come yet: the call starts when it does
+                    break
+                self._told.append((name, arguments))
+                pieces.append(ToolCallDelta(index, call_id or f"call_{next(self._numbers)}", name, arguments))
+                continue
+            told_name, told = self._told[index]
+            if len(arguments) > len(told):
+                self._told[index] = (told_name, arguments)
+                pieces.append(ToolCallDelta(index, arguments=arguments[len(told) :]))
+        return tuple(pieces)
+
+    def texts(self) -> list[str]:
+        """The calls told, as text for a usage estimate (the model wrote them)."""
+        return [f"\n{name} {arguments}" for name, arguments in self._told]
+
+
+def _call_fields(raw: Any) -> tuple[str, str, str]:
+    """(id, name, arguments so far) of an accumulated call: an OpenAI SDK object or a dict."""
+    if isinstance(raw, Mapping):
+        function = raw.get("function")
+        call_id = raw.get("id")
+        name, arguments = (function.get("name"), function.get("arguments")) if isinstance(function, Mapping) else (None, None)
+    else:
+        function = getattr(raw, "function", None)
+        call_id, name, arguments = getattr(raw, "id", None), getattr(function, "name", None), getattr(function, "arguments", None)
+    return _string(call_id), _string(name), _string(arguments)
+
+
+def _string(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _first_chunk(chunk: Any) -> Any:
@@ -388,6 +473,12 @@ def _count(tokens: dict[str, int], response: Any, messages: Sequence[ChatMessage
     tokens["prompt"], tokens["completion"] = _usage_or_estimate(_reported_usage(response), messages, text)
 
 
+def _tool_prompt(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]) -> list[ChatMessage]:
+    """What the model reads of a function-calling request, as messages for a usage estimate."""
+    texts = [_message_text(message) for message in messages] + [json.dumps(list(tools), ensure_ascii=False)] * bool(tools)
+    return [ChatMessage("", text) for text in texts]
+
+
 def _count_tool_reply(
     tokens: dict[str, int],
     response: Any,
@@ -396,9 +487,8 @@ def _count_tool_reply(
     reply: ToolReply,
 ) -> None:
     """As `_count`; an estimate counts the calls' text and the tool schemas too (the model reads them)."""
-    texts = [_message_text(message) for message in messages] + [json.dumps(list(tools), ensure_ascii=False)] * bool(tools)
     completion = "\n".join([reply.content, *(f"{call.name} {call.arguments}" for call in reply.tool_calls)])
-    _count(tokens, response, [ChatMessage("", text) for text in texts], completion)
+    _count(tokens, response, _tool_prompt(messages, tools), completion)
 
 
 def _message_text(message: Mapping[str, Any]) -> str:
