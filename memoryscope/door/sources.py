@@ -26,6 +26,7 @@ from memoryscope.door.base import DoorBase
 from memoryscope.door.caller import READ, WRITE, Caller
 from memoryscope.door.documents import CHUNK_CHARS, OVERLAP_CHARS, Document, chunk_text, text_hash
 from memoryscope.door.records import MemoryRecord
+from memoryscope.door.relevance import Relevance
 from memoryscope.errors import InvalidInputError, NotFoundError, closest
 from memoryscope.history import ChangeSource
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
@@ -211,7 +212,8 @@ class SourceVerbs(DoorBase):
         self, caller: Caller, query: str, *, top_k: int = 10, sources: Sequence[str] | None = None
     ) -> list[MemoryRecord]:
         """The passages that best answer `query` among `sources` of the caller's user (default:
-        those attached to the agent the caller acts as), best first, each with its score."""
+        those attached to the agent the caller acts as), best first, each scored in [0, 1] as
+        `search` scores memories (`memoryscope.door.relevance`)."""
         caller.require(READ, "search_sources")
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("search_sources needs a query")
@@ -223,7 +225,13 @@ class SourceVerbs(DoorBase):
         scope = self._sources_caller(caller).memory_filter(
             memory_types=(MemoryType.SOURCE_PASSAGE,), metadata=metadata_conditions({SOURCE_KEY: {"in": names}})
         )
-        return self._records(self._require_store().search(scope, query=query, top_k=top_k))
+        store, query = self._require_store(), query.strip()
+        relevance = Relevance(store, self.settings.language)
+        vector = relevance.query_vector(query)
+        found = store.search(scope, query=query, vector=vector, top_k=top_k)
+        # scored as `search` scores memories, so an agent's own memories and its sources' passages rank on one scale
+        scores = relevance.scores(query, vector, found)
+        return self._records([node.with_score(score) for node, score in zip(found, scores, strict=True)])
 
     # -- pieces -------------------------------------------------------------------------------------
 

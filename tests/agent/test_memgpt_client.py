@@ -115,23 +115,31 @@ def test_an_attached_source_is_found_by_archival_memory_search(llm: FakeOpenAISe
     llm.queue_replies(
         step(call("archival_memory_search", heartbeat=True, query="wifi password")),
         say("It is heron-42."),
+        step(call("archival_memory_search", heartbeat=True, query="what is my cat called")),
+        say("Miso."),
         step(call("archival_memory_search", heartbeat=True, query="wifi password")),
         say("I cannot find it."),
     )
     with client_of("ann") as client:
         agent = client.create_agent(name="office")
+        client.insert_archival_memory(agent.id, "Ann's cat is named Miso.")
         source = client.load_file_into_source(str(handbook), "docs")
         assert (source.name, source.passages) == ("docs", 1) and client.get_source(source_name="docs").id == source.id
         client.attach_source_to_agent(source_id=source.id, agent_id=agent.id)
         assert [s.name for s in client.list_attached_sources(agent.id)] == ["docs"]
         messages = client.user_message(agent.id, "What is the wifi password?")
         found = tool_results(agent_requests(llm)[1])[-1]["content"]["results"]
-        assert found and found[0].startswith("[docs] ") and "heron-42" in found[0]
+        assert found[0].startswith("[docs] ") and "heron-42" in found[0] and "Miso" in found[1]
         assert messages[0]["function_call"] == "archival_memory_search({'query': 'wifi password'})"
         assert messages[1]["status"] == "success" and "heron-42" in messages[1]["function_return"]
+        # the agent's own memories and the passages rank on one scale: the best answer first, whichever it is
+        client.user_message(agent.id, "What is my cat called?")
+        found = tool_results(agent_requests(llm)[3])[-1]["content"]["results"]
+        assert "Miso" in found[0] and found[1].startswith("[docs] ")
         client.detach_source(source.id, agent.id)
         client.user_message(agent.id, "And now?")
-        assert tool_results(agent_requests(llm)[3])[-1]["content"]["results"] == []
+        found = tool_results(agent_requests(llm)[5])[-1]["content"]["results"]
+        assert len(found) == 1 and "Miso" in found[0]  # the passages are no longer searched
         client.load_text_into_source([Document("more", "Parking is in lot C.")], "docs")
         assert client.get_source(source_name="docs").passages == 2
 
