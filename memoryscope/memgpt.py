@@ -152,7 +152,7 @@ class LocalClient:
         if preset is not None or tools:
             given = "preset=" if preset is not None else "tools="
             raise InvalidInputError(f"create_agent: {given} is MemGPT's; MemoryScope's agent has its memory functions only")
-        first = {spec.name: spec.initial for spec in self._chat.agent_settings().blocks}
+        first = self._chat.first_values()
         record = self.door.create_agent(
             self._caller, name, persona=first.get("persona", "") if persona is None else persona,
             human=first.get("human", "") if human is None else human, metadata=metadata,
@@ -287,9 +287,7 @@ class LocalClient:
         raise ValueError("Either agent_id or agent_name must be provided")
 
     def _agent(self, record: AgentRecord) -> Agent:
-        return self._chat.agent_for(
-            self.user_id, target_name=record.id, first_values={"persona": record.persona, "human": record.human}
-        )
+        return self._chat.named_agent(self.user_id, record)
 
     def _source_record(self, source_id: str | None, source_name: str | None) -> SourceRecord:
         if (source_id is None) == (source_name is None):

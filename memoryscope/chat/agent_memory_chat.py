@@ -36,6 +36,7 @@ from memoryscope.agent.context_window import WindowSettings
 from memoryscope.agent.engine import Agent, AgentSettings, TurnResult
 from memoryscope.chat.base import CHATS, ChatParams, ChatResponse
 from memoryscope.chat.remember import TurnStorage
+from memoryscope.door import AgentRecord
 from memoryscope.errors import MemoryScopeError
 from memoryscope.models.base import ChatMessage, GenerationModel
 
@@ -133,6 +134,15 @@ class AgentMemoryChat:
                 )
             return self._agents.by_user[key]
 
+    def named_agent(self, user: str, record: AgentRecord) -> Agent:
+        """The agent of one of the user's named agents (`Door.create_agent`): its blocks begin
+        with the record's persona and human."""
+        return self.agent_for(user, target_name=record.id, first_values={"persona": record.persona, "human": record.human})
+
+    def first_values(self) -> dict[str, str]:
+        """The text each block of a new agent begins with, as configured (`{assistant}` filled in)."""
+        return {spec.name: spec.initial for spec in self._settings().blocks}
+
     def forget_agent(self, user: str, target_name: str) -> None:
         """Drop a built agent (one deleted from the store) from this chat's pool."""
         with self._agents.lock:
@@ -184,10 +194,6 @@ class AgentMemoryChat:
         if not model.supports_tools:
             raise MemoryScopeError(f"{where}: {model.model_name} does not call functions (function_calling: false)")
         return model
-
-    def agent_settings(self) -> AgentSettings:
-        """The settings an agent of this chat gets (its blocks with their first values, its window)."""
-        return self._settings()
 
     def _settings(self) -> AgentSettings:
         global_settings = self._scope.config.settings

@@ -93,12 +93,11 @@ def run_agent(
             try:
                 record = scope.door.get_agent(caller, name=agent_name)
             except NotFoundError:
-                first = {spec.name: spec.initial for spec in chat.agent_settings().blocks}
+                first = chat.first_values()
                 record = scope.door.create_agent(
                     caller, agent_name, persona=first.get("persona", ""), human=first.get("human", "")
                 )
-            values = {"persona": record.persona, "human": record.human}
-            agent = chat.agent_for(user, target_name=record.id, first_values=values)
+            agent = chat.named_agent(user, record)
         stdin, out = stdin or sys.stdin, stdout or sys.stdout
 
         def read_line(prompt: str) -> str:
