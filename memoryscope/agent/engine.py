@@ -39,7 +39,7 @@ from memoryscope.agent.state import AgentStateStore
 from memoryscope.agent.tools import AgentFunctions
 from memoryscope.chat.remember import Ask, TurnStorage
 from memoryscope.door import Caller
-from memoryscope.errors import MemoryScopeError
+from memoryscope.errors import InvalidInputError, MemoryScopeError
 from memoryscope.memory import MemoryStatus, MemoryType
 from memoryscope.models.base import GenerationModel, ToolReply
 from memoryscope.stores.base import MemoryFilter
@@ -166,11 +166,11 @@ class Agent:
     def summarize(self) -> int:
         """Fold the oldest part of the queue into the recursive summary now, as the window does
         when it is full (`/summarize`, MemGPT's `summarize_messages_inplace`); how many messages
-        went. Nothing to fold (the queue holds only the message being answered) is a MemoryScopeError."""
+        went. Nothing to fold (the queue holds only the message being answered) is an InvalidInputError."""
         with self._turn():
             split = self.window.eviction_split(self.state.queue)
             if not split:
-                raise MemoryScopeError(f"nothing to summarise: the main context holds {len(self.state.queue)} messages")
+                raise InvalidInputError(f"nothing to summarise: the main context holds {len(self.state.queue)} messages")
             self._fold(split)
             return split
 

@@ -152,8 +152,17 @@ def test_what_memgpt_has_and_memoryscope_does_not_is_a_clear_error(llm: FakeOpen
             client.create_agent(name="x", preset="memgpt_chat")
         with pytest.raises(LookupError, match="Did you mean 'helper'"):
             client.create_agent(name="helper") and client.get_agent(agent_name="helpr")
+        helper = client.get_agent(agent_name="helper")
         with pytest.raises(LookupError, match="no data source 'nope'"):
-            client.attach_source(client.get_agent(agent_name="helper").id, "nope")
+            client.attach_source(helper.id, "nope")
+        empty = client.create_source("empty", description="nothing yet")
+        assert (empty.passages, [s.name for s in client.list_sources()]) == (0, ["empty"])
+        assert client.run_command(helper.id, "/attach empty") == "attached empty"
+        assert [s.name for s in client.list_attached_sources(helper.id)] == ["empty"]
+        with pytest.raises(ValueError, match="nothing to summarise"):
+            client.run_command(helper.id, "summarize")
+        client.delete_source(source_name="empty")
+        assert client.list_sources() == [] and client.list_attached_sources(helper.id) == []
 
 
 def test_failed_calls_and_plain_text_replies_in_memgpts_shape(llm: FakeOpenAIServer) -> None:
