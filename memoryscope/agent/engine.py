@@ -38,7 +38,8 @@ from memoryscope.agent.instructions import (
 from memoryscope.agent.state import AgentStateStore
 from memoryscope.agent.tools import AgentFunctions
 from memoryscope.chat.remember import Ask, TurnStorage
-from memoryscope.errors import MemoryScopeError
+from memoryscope.door import Caller
+from memoryscope.errors import InvalidInputError, MemoryScopeError
 from memoryscope.memory import MemoryStatus, MemoryType
 from memoryscope.models.base import GenerationModel, ToolReply
 from memoryscope.stores.base import MemoryFilter
@@ -130,7 +131,9 @@ class Agent:
             raise MemoryScopeError("the agent needs a message with text")
         with self._turn():
             now = when or self._now()
-            ask = Ask(text, self.user, now, remember=self._storage is not None)
+            ask = Ask(
+                text, self.user, now, remember=self._storage is not None, target_name=self.target_name, workspace=self.workspace
+            )
             stored = self._storage.store(ask, None) if self._storage is not None else None
             self.state.queue.append(_packet("user_message", now, message=text))
             result = self._run_steps()
@@ -159,6 +162,33 @@ class Agent:
                 raise MemoryScopeError("there is no user message in the main context to retry")
             del self.state.queue[last + 1 :]
             return self._run_steps()
+
+    def summarize(self) -> int:
+        """Fold the oldest part of the queue into the recursive summary now, as the window does
+        when it is full (`/summarize`, MemGPT's `summarize_messages_inplace`); how many messages
+        went. Nothing to fold (the queue holds only the message being answered) is an InvalidInputError."""
+        with self._turn():
+            split = self.window.eviction_split(self.state.queue)
+            if not split:
+                raise InvalidInputError(f"nothing to summarise: the main context holds {len(self.state.queue)} messages")
+            self._fold(split)
+            return split
+
+    # -- data sources -----------------------------------------------------------------------------
+
+    def attach_source(self, name: str) -> str:
+        """Let `archival_memory_search` find the passages of data source `name` (`/attach NAME`); its name."""
+        return self.scope.door.attach_source(self._caller(), name).name
+
+    def detach_source(self, name: str) -> None:
+        self.scope.door.detach_source(self._caller(), name)
+
+    def attached_sources(self) -> list[str]:
+        return self.scope.door.attached_sources(self._caller())
+
+    def available_sources(self) -> list[str]:
+        """The names of the user's data sources (`memoryscope load` makes them)."""
+        return [source.name for source in self.scope.door.list_sources(self._caller())]
 
     # -- editing the main context -------------------------------------------------------------------
 
@@ -288,14 +318,7 @@ class Agent:
         if pressure.flush:
             split = self.window.eviction_split(self.state.queue)
             if split:
-                evicted = self.state.queue[:split]
-                self.state.summary = self.window.summarize(
-                    self.model, self.state.summary, evicted, language=self.settings.language
-                )
-                del self.state.queue[:split]
-                self._count("flushes")
-                self._count("evicted_messages", split)
-                self.state.last_warning_at = None  # a new period begins
+                self._fold(split)
                 notices.append(f"the oldest {split} messages were summarised to make room ({pressure.tokens} tokens in use)")
         elif pressure.warn:
             self.state.queue.append({"role": "system", "content": memory_pressure_warning(self.settings.language)})
@@ -303,6 +326,18 @@ class Agent:
             self._count("warnings")
 
     # -- helpers ----------------------------------------------------------------------------------
+
+    def _fold(self, split: int) -> None:
+        """The oldest `split` messages of the queue into the summary (one LLM call), then out of the queue."""
+        evicted = self.state.queue[:split]
+        self.state.summary = self.window.summarize(self.model, self.state.summary, evicted, language=self.settings.language)
+        del self.state.queue[:split]
+        self._count("flushes")
+        self._count("evicted_messages", split)
+        self.state.last_warning_at = None  # a new period begins
+
+    def _caller(self) -> Caller:
+        return self.scope.door.caller(self.user, workspace=self.workspace, target=self.target_name)
 
     @contextmanager
     def _turn(self) -> Iterator[None]:

@@ -13,7 +13,8 @@ The functions, MemGPT's, over our engine and store:
 - `archival_memory_insert(content)`: keep a fact outside the prompt (a memory the user
   added, `obs_customized`, which retrieval and reflection read like any other).
 - `archival_memory_search(query, page)`: our retrieval (`retrieve_memory`) over observations,
-  insights and archival entries, paged.
+  insights and archival entries, with the passages of the data sources attached to the agent
+  (`memoryscope load`, `/attach`), best score first, paged.
 - `conversation_search(query, page)`: every past message, by text, paged; also what the
   context window evicted.
 - `conversation_search_date(start_date, end_date, page)`: past messages in a date range.
@@ -33,6 +34,7 @@ from datetime import date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
 
 from memoryscope.agent.blocks import BlockError, CoreMemory
+from memoryscope.door.sources import SOURCE_KEY
 from memoryscope.errors import MemoryScopeError
 from memoryscope.memory import MemoryType
 
@@ -223,8 +225,18 @@ class AgentFunctions:
 
     def _archival_memory_search(self, given: dict[str, Any]) -> str:
         query, page = _text(given, "query", allow_empty=False), _page(given)
-        found = self._search(query, _KNOWLEDGE, page)
-        return self._page_of(found, page)
+        wanted = (page + 1) * self.page_size + 1
+        door = self.scope.door
+        caller = door.caller(self.user, workspace=self.workspace, target=self.target_name)
+        own = self.scope.search(
+            query, self.user, top_k=wanted, types=list(_KNOWLEDGE), target_name=self.target_name, workspace=self.workspace,
+        )  # fmt: skip
+        # the passages of the data sources attached to this agent (`/attach`), beside its own memories
+        passages = door.search_sources(caller, query, top_k=wanted)
+        hits = [(record.score or 0.0, record.text) for record in own]
+        hits += [(record.score or 0.0, f"[{record.metadata.get(SOURCE_KEY, 'source')}] {record.memory}") for record in passages]
+        hits.sort(key=lambda hit: hit[0], reverse=True)
+        return self._page_of([text for _, text in hits], page)
 
     def _conversation_search(self, given: dict[str, Any]) -> str:
         query, page = _text(given, "query", allow_empty=False), _page(given)

@@ -24,8 +24,8 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import asdict, dataclass, field
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -36,13 +36,14 @@ from memoryscope.agent.context_window import WindowSettings
 from memoryscope.agent.engine import Agent, AgentSettings, TurnResult
 from memoryscope.chat.base import CHATS, ChatParams, ChatResponse
 from memoryscope.chat.remember import TurnStorage
+from memoryscope.door import AgentRecord
 from memoryscope.errors import MemoryScopeError
 from memoryscope.models.base import ChatMessage, GenerationModel
 
 if TYPE_CHECKING:
     from memoryscope.app import MemoryScope
 
-__all__ = ["AgentMemoryChat", "BlockConfig", "DEFAULT_PERSONA"]
+__all__ = ["AgentMemoryChat", "BlockConfig", "DEFAULT_PERSONA", "agent_chat"]
 
 DEFAULT_PERSONA = {
     "en": "I am {assistant}, a warm and curious companion. I remember what matters to the people I talk with.",
@@ -114,11 +115,38 @@ class AgentMemoryChat:
         """This chat's user's agent (built on first use, with its saved state)."""
         return self.agent_for(self.user_name)
 
-    def agent_for(self, user: str) -> Agent:
+    def agent_for(self, user: str, *, target_name: str = "", first_values: Mapping[str, str] | None = None) -> Agent:
+        """The agent of `user` (and of `target_name`: one of the user's named agents, whose id it
+        is), built on first use with its saved state. `first_values`: the text blocks begin with
+        when they are first made (a named agent's persona and human), instead of the config's."""
+        key = (user, target_name)
         with self._agents.lock:
-            if user not in self._agents.by_user:
-                self._agents.by_user[user] = Agent(self._scope, user, self._model(), self._settings(), self._storage)
-            return self._agents.by_user[user]
+            if key not in self._agents.by_user:
+                settings = self._settings()
+                if first_values:
+                    unknown = sorted(set(first_values) - {spec.name for spec in settings.blocks})
+                    if unknown:
+                        raise MemoryScopeError(f"memory_chat.{self.name}.blocks has no block {', '.join(unknown)}")
+                    blocks = tuple(replace(spec, initial=first_values.get(spec.name, spec.initial)) for spec in settings.blocks)
+                    settings = replace(settings, blocks=blocks)
+                self._agents.by_user[key] = Agent(
+                    self._scope, user, self._model(), settings, self._storage, target_name=target_name
+                )
+            return self._agents.by_user[key]
+
+    def named_agent(self, user: str, record: AgentRecord) -> Agent:
+        """The agent of one of the user's named agents (`Door.create_agent`): its blocks begin
+        with the record's persona and human."""
+        return self.agent_for(user, target_name=record.id, first_values={"persona": record.persona, "human": record.human})
+
+    def first_values(self) -> dict[str, str]:
+        """The text each block of a new agent begins with, as configured (`{assistant}` filled in)."""
+        return {spec.name: spec.initial for spec in self._settings().blocks}
+
+    def forget_agent(self, user: str, target_name: str) -> None:
+        """Drop a built agent (one deleted from the store) from this chat's pool."""
+        with self._agents.lock:
+            self._agents.by_user.pop((user, target_name), None)
 
     def for_user(self, user_name: str) -> AgentMemoryChat:
         return type(self)(self.name, self.params.model_copy(update={"user_name": user_name}), self._scope, self._agents)
@@ -191,12 +219,22 @@ class AgentMemoryChat:
         return int(window) if isinstance(window, int) and window > 0 else DEFAULT_CONTEXT_WINDOW
 
 
+def agent_chat(scope: MemoryScope) -> AgentMemoryChat:
+    """The scope's `agent_memory_chat`; a MemoryScopeError saying which config to use when it has none."""
+    chat = next((c for c in scope.chats.values() if isinstance(c, AgentMemoryChat)), None)
+    if chat is None:
+        raise MemoryScopeError(
+            f"{scope.config.source} has no agent_memory_chat under memory_chat:; use --config agent (or a config with one)"
+        )
+    return chat
+
+
 @dataclass
 class _AgentPool:
     """The agents a chat and its `for_user` copies share: one per user, so two requests for the
     same user (a server makes a copy per request) take turns on one agent's lock."""
 
-    by_user: dict[str, Agent] = field(default_factory=dict)
+    by_user: dict[tuple[str, str], Agent] = field(default_factory=dict)  # (user, target) -> agent
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 

@@ -40,6 +40,8 @@ class Ask:
     remember: bool  # keep the turn and store its messages (0.1.x `remember_response`)
     embedded: tuple[TextVector, ...] = ()  # the query and the user's message, already embedded
     stored_ids: tuple[str, ...] = ()  # the user's message when it is stored already (a failed reply, a retry)
+    target_name: str = ""  # whose conversation beside the user's: a named agent's id
+    workspace: str = ""
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,10 @@ class TurnStorage:
         if reply is not None and reply.strip():
             messages.append(Message(role="assistant", content=reply, time=ask.time, name=self.assistant_name))
             embedded = (*embedded, *self._embed_reply(reply))
-        result = self._service.run_operation(self._operation, ask.user_name, messages=tuple(messages), embedded=embedded)
+        result = self._service.run_operation(
+            self._operation, ask.user_name, messages=tuple(messages), embedded=embedded,
+            target_name=ask.target_name, workspace=ask.workspace,
+        )  # fmt: skip
         new = result.context.stored_message_ids or ()
         return self._split(ask, new, sent=len(messages))
 

@@ -19,6 +19,7 @@ from functools import partial
 from memoryscope import __version__
 from memoryscope.cli.agent import add_agent_commands
 from memoryscope.cli.history import add_history_commands
+from memoryscope.cli.load import add_load_commands
 from memoryscope.cli.mcp import add_mcp_commands
 from memoryscope.cli.memory import add_memory_commands
 from memoryscope.cli.serve import add_serve_commands
@@ -102,6 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     add_serve_commands(commands)
     add_mcp_commands(commands)
     add_agent_commands(commands)
+    add_load_commands(commands)
     return parser
 
 

@@ -1,14 +1,19 @@
 """`memoryscope agent`: talk to a MemGPT-style agent that manages its own memory, with MemGPT's commands.
 
     memoryscope agent --config agent --user ann
+    memoryscope agent --agent helper       # a named agent of the user (MemGPT's), made on first use
+    memoryscope agent --list               # the user's named agents
 
 Lines without a slash are messages to the agent; it shows its inner monologue and each function
 call as it makes them, then what it sent. Commands (MemGPT's): `/memory` (the core memory
 blocks, counts of archival and recall memory, the window's use), `/dump [n]` (the main context
 as sent, its last n messages), `/pop [n]` (drop the last n messages, default 3), `/retry`,
 `/rethink TEXT` (replace the last inner monologue), `/rewrite TEXT` (replace the last message
-sent), `/heartbeat`, `/memorywarning`, `/save [NAME]` and `/load [NAME]` (checkpoints of the
-agent's state; `/save` alone lists them), `/help`, `/exit`. It works with a pipe too
+sent), `/heartbeat`, `/memorywarning`, `/summarize` (fold the oldest messages into the summary
+now), `/attach [NAME]` and `/detach NAME` (a data source `memoryscope load` made, searched by
+`archival_memory_search`; `/attach` alone lists them), `/save [NAME]` and `/load [NAME]`
+(checkpoints of the agent's state; `/save` alone lists them), `//` (multi-line input: the lines up
+to the next `//` are one message), `/help`, `/exit`. It works with a pipe too
 (`printf 'hi\\n/memory\\n' | memoryscope agent`).
 """
 
@@ -34,26 +39,65 @@ def add_agent_commands(commands: Any) -> None:
     agent = commands.add_parser("agent", help="talk to a MemGPT-style agent that manages its own memory (/help)")
     agent.add_argument("--config", default="agent", help="config name or path with an agent_memory_chat (default: agent)")
     agent.add_argument("--user", default=None, help="whose agent (default: the service's human_name)")
+    agent.add_argument("--agent", default=None, metavar="NAME", help="a named agent of the user (made on first use)")
+    agent.add_argument("--list", action="store_true", help="list the user's named agents")
+    agent.add_argument("--delete", default=None, metavar="NAME", help="delete a named agent and all it remembers")
     agent.set_defaults(handler=_agent)
 
 
 def _agent(args: argparse.Namespace) -> int:
-    return run_agent(args.config, args.user)
+    if args.list or args.delete:
+        return manage_agents(args.config, args.user, delete=args.delete)
+    return run_agent(args.config, args.user, agent_name=args.agent)
 
 
-def run_agent(config: str, user: str | None = None, *, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
-    """Open the config's agent chat for `user` and run the loop on `stdin`/`stdout`."""
+def manage_agents(config: str, user: str | None, *, delete: str | None = None, stdout: TextIO | None = None) -> int:
+    """`--list` (the user's named agents) or `--delete NAME`."""
     from memoryscope.app import MemoryScope
-    from memoryscope.chat.agent_memory_chat import AgentMemoryChat
+    from memoryscope.chat.agent_memory_chat import agent_chat
+
+    out = stdout or sys.stdout
+    with MemoryScope(config) as scope:
+        chat = agent_chat(scope)
+        caller = scope.door.caller(user or chat.user_name)
+        if delete:
+            gone = scope.door.delete_agent(caller, scope.door.get_agent(caller, name=delete).id)
+            out.write(f"deleted agent {gone.name!r} ({gone.id})\n")
+            return 0
+        for record in scope.door.list_agents(caller):
+            out.write(f"{record.name}\t{record.id}\t{record.created_at:%Y-%m-%d %H:%M}\n")
+        return 0
+
+
+def run_agent(
+    config: str,
+    user: str | None = None,
+    *,
+    agent_name: str | None = None,
+    stdin: TextIO | None = None,
+    stdout: TextIO | None = None,
+) -> int:
+    """Open the config's agent chat for `user` (and the named agent `agent_name`, made when new)
+    and run the loop on `stdin`/`stdout`."""
+    from memoryscope.app import MemoryScope
+    from memoryscope.chat.agent_memory_chat import agent_chat
+    from memoryscope.errors import NotFoundError
 
     with MemoryScope(config) as scope:
-        chat = next((c for c in scope.chats.values() if isinstance(c, AgentMemoryChat)), None)
-        if chat is None:
-            where = scope.config.source
-            raise MemoryScopeError(
-                f"{where} has no agent_memory_chat under memory_chat:; use --config agent (or a config with one)"
-            )
-        agent = chat.agent_for(user or chat.user_name)
+        chat = agent_chat(scope)
+        user = user or chat.user_name
+        if agent_name is None:
+            agent = chat.agent_for(user)
+        else:
+            caller = scope.door.caller(user)
+            try:
+                record = scope.door.get_agent(caller, name=agent_name)
+            except NotFoundError:
+                first = chat.first_values()
+                record = scope.door.create_agent(
+                    caller, agent_name, persona=first.get("persona", ""), human=first.get("human", "")
+                )
+            agent = chat.named_agent(user, record)
         stdin, out = stdin or sys.stdin, stdout or sys.stdout
 
         def read_line(prompt: str) -> str:
@@ -76,6 +120,7 @@ class AgentRepl:
         self.out = out
         self.read_line = read_line
         self.interactive = interactive
+        self.gathered: list[str] | None = None  # the lines of a multi-line message (`//`), while one is open
         self.commands: dict[str, tuple[str, str, Callable[[str], bool]]] = {
             "memory": ("/memory", "the core memory blocks, archival and recall counts, the window's use", self._memory),
             "dump": ("/dump [n]", "the main context as sent (its last n messages)", self._dump),
@@ -89,8 +134,16 @@ class AgentRepl:
                 "warn the agent its memory is nearly full",
                 lambda _: self._turn(self.agent.memory_warning()),
             ),
+            "summarize": ("/summarize", "fold the oldest messages of the main context into the summary now", self._summarize),
+            "attach": (
+                "/attach [NAME]",
+                "let the agent search a data source (`memoryscope load`); no name: list them",
+                self._attach,
+            ),
+            "detach": ("/detach NAME", "stop the agent searching a data source", self._detach),
             "save": ("/save [NAME]", "save a checkpoint of the agent's state (no name: list them)", self._save),
             "load": ("/load [NAME]", "go back to a checkpoint", self._load),
+            "/": ("//", "multi-line input: the lines up to the next // are one message", self._multiline),
             "help": ("/help", "list the commands", self._help),
             "exit": ("/exit", "leave (Ctrl-D too)", lambda _: False),
         }
@@ -98,10 +151,14 @@ class AgentRepl:
     def run(self) -> int:
         self.say(f"agent of {self.agent.user}: type a message, /help for the commands")
         while True:
+            prompt = ("... " if self.gathered is not None else f"{self.agent.user}> ") if self.interactive else ""
             try:
-                line = self.read_line(f"{self.agent.user}> " if self.interactive else "")
+                line = self.read_line(prompt)
             except (EOFError, KeyboardInterrupt):
                 return 0
+            if self.gathered is not None and line.strip() != "//":
+                self.gathered.append(line)  # inside `//`: every line is text, a slash too
+                continue
             if not self.handle(line.strip()):
                 return 0
 
@@ -206,6 +263,47 @@ class AgentRepl:
     def _load(self, name: str) -> bool:
         self.agent.load_checkpoint(name or _DEFAULT_CHECKPOINT)
         self.say(f"loaded checkpoint {name or _DEFAULT_CHECKPOINT!r}")
+        return True
+
+    def _summarize(self, _: str) -> bool:
+        folded = self.agent.summarize()
+        self.say(f"/summarize succeeded: {folded} message{'s' if folded != 1 else ''} folded into the summary")
+        return True
+
+    def _attach(self, name: str) -> bool:
+        if not name:
+            available, attached = self.agent.available_sources(), self.agent.attached_sources()
+            if not available:
+                self.say('no data sources yet: load one with "memoryscope load --name NAME FILE..." first')
+                return True
+            self.say("data sources: " + ", ".join(f"{n} (attached)" if n in attached else n for n in available))
+            self.say("usage: /attach NAME")
+            return True
+        self.say(f"attached data source {self.agent.attach_source(name)!r}: archival_memory_search finds its passages")
+        return True
+
+    def _detach(self, name: str) -> bool:
+        if not name:
+            self.say("usage: /detach NAME")
+            return True
+        self.agent.detach_source(name)
+        self.say(f"detached data source {name!r}")
+        return True
+
+    def _multiline(self, _: str) -> bool:
+        if self.gathered is None:
+            self.gathered = []
+            self.say("multi-line input: end the message with a line //")
+            return True
+        text, self.gathered = "\n".join(self.gathered).strip("\n"), None
+        return self.handle_message(text) if text.strip() else True
+
+    def handle_message(self, text: str) -> bool:
+        """Send `text` (a message of several lines) to the agent, errors shown as `handle` shows them."""
+        try:
+            return self._turn(self.agent.send(text))
+        except (MemoryScopeError, ValueError) as error:
+            self.say(f"error: {error}")
         return True
 
     def _help(self, _: str) -> bool:

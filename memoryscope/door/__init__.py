@@ -14,6 +14,8 @@
 - `limits`: the sizes every face accepts alike;
 - `records`: what verbs answer with (`MemoryRecord`, `Profile`, `Status`, ...);
 - `inputs`: messages, metadata, types and times read once for every face;
+- `agents`, `sources`: a user's named agents and data sources (MemGPT's); `documents`: files read
+  and cut into passages for a source;
 - `failures`: one table from error kinds to exit codes, HTTP statuses and MCP errors.
 
 Faces (Python's `MemoryApi`, the CLI, REST, the OpenAI endpoint, MCP, the agent's tools, the peer
@@ -21,11 +23,14 @@ facades) import from here, never from `stores/`, `workflow/` or the context.
 """
 
 from memoryscope.context import Message  # a verb's input (`add`, `run(messages=...)`)
+from memoryscope.door.agents import AgentRecord
 from memoryscope.door.caller import ADMIN, READ, WRITE, Caller, Reach
+from memoryscope.door.documents import Document, chunk_text, read_documents
 from memoryscope.door.door import Door, Limits, MemoryNotFoundError
 from memoryscope.door.failures import FAILURES, Failure, failure_of
 from memoryscope.door.inputs import MessagesIn, aware, parse_time
 from memoryscope.door.records import MemoryRecord, Profile, RunSummary, Status, UndoOutcome, WriteOutcome
+from memoryscope.door.sources import SourceLoad, SourceRecord
 from memoryscope.door.verbs import VERB_OPERATIONS, VERBS, Verb, verb_table
 from memoryscope.stores.base import TimeRange  # a verb's input (`search(time_range_given=...)`)
 from memoryscope.workflow import RunResult  # what `run` answers: the run's context and timings
@@ -58,4 +63,10 @@ __all__ = [
     "TimeRange",
     "Message",
     "RunResult",
+    "AgentRecord",
+    "SourceRecord",
+    "SourceLoad",
+    "Document",
+    "read_documents",
+    "chunk_text",
 ]

@@ -5,7 +5,8 @@ facades) make a `Caller` and call a method here; they never reach the store, the
 the context themselves. What the door decides, it decides once for all of them: the limits on
 sizes (`limits`), who owns a memory id (the store's filter, `base`), times without a zone (the
 config's, `inputs`), what the profile is under each memory policy, what export writes, what
-status reports (`reading`). This module holds the writing verbs: each runs an operation.
+status reports (`reading`); a user's named agents (`agents`) and data sources (`sources`). This
+module holds the writing verbs of memories: each runs an operation.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
+from memoryscope.door.agents import AgentVerbs
 from memoryscope.door.base import MemoryNotFoundError, UnknownOperationError
 from memoryscope.door.caller import ADMIN, READ, WRITE, Caller
 from memoryscope.door.failures import failure_of
@@ -23,6 +25,7 @@ from memoryscope.door.inputs import MessagesIn, aware, checked_idempotency_key, 
 from memoryscope.door.limits import Limits
 from memoryscope.door.reading import ReadingVerbs
 from memoryscope.door.records import MemoryRecord, RunSummary, UndoOutcome, WriteOutcome
+from memoryscope.door.sources import SourceVerbs
 from memoryscope.errors import InvalidInputError, MemoryScopeError, NotFoundError
 from memoryscope.history import ChangeSource
 from memoryscope.stores.state import StateKey, StateOwner
@@ -34,7 +37,7 @@ __all__ = ["Door", "Limits", "MemoryNotFoundError"]
 ACCEPTED_WRITE = "accepted_write"  # the state records of writes accepted now and done later
 
 
-class Door(ReadingVerbs):
+class Door(ReadingVerbs, AgentVerbs, SourceVerbs):
     """Every verb, for a caller. Built once per `MemoryScope` (`scope.door`); `with_limits` gives
     the same door with other limits (a server given its own settings)."""
 

@@ -79,6 +79,30 @@ VERBS: tuple[Verb, ...] = (
          (*_SIZED, NotFoundError), "default_service.run_operation(name, user_id)",
          "run OPERATION --user U",
          "POST /v1/users/{u}/operations/{name}", "consolidate_memory"),
+    # MemGPT's agents and data sources (`memoryscope.memgpt`, `memoryscope agent`, `memoryscope load`)
+    Verb("create_agent", "a new named agent of the user (names unique per user)", WRITE, "", "AgentRecord", _BAD,
+         "memgpt client.create_agent(name, persona=, human=)", "agent --agent NAME (made on first use)", ""),
+    Verb("list_agents", "the user's agents", READ, "", "list[AgentRecord]", _BAD, "memgpt client.list_agents()",
+         "agent --list", ""),
+    Verb("get_agent", "one agent of the user, by id or name", READ, "", "AgentRecord", _BY_ID,
+         "memgpt client.get_agent(agent_id= or agent_name=)", "agent --agent NAME", ""),
+    Verb("delete_agent", "delete an agent and everything it remembers", WRITE, "delete_all", "AgentRecord", _BY_ID,
+         "memgpt client.delete_agent(agent_id)", "agent --delete NAME", ""),
+    Verb("load_source", "files or text, cut into passages, into a named data source of the user", WRITE, "add_passages",
+         "SourceLoad", _SIZED, "memgpt client.load_file_into_source(filename, source)",
+         "load --name NAME PATH... (- is stdin)", ""),
+    Verb("list_sources", "the user's data sources", READ, "", "list[SourceRecord]", _BAD, "memgpt client.list_sources()",
+         "load --list", ""),
+    Verb("get_source", "one data source of the user, by name or id", READ, "", "SourceRecord", _BY_ID,
+         "memgpt client.get_source(source_name=)", "load --list", ""),
+    Verb("delete_source", "delete a data source and its passages", WRITE, "delete_memory", "SourceRecord", _BY_ID,
+         "memgpt client.delete_source(source_name=)", "load --delete NAME", ""),
+    Verb("attach_source", "let an agent's archival_memory_search find a data source's passages", WRITE, "", "SourceRecord",
+         _BY_ID, "memgpt client.attach_source_to_agent(source, agent_id)", "agent: /attach NAME", ""),
+    Verb("detach_source", "undo attach_source", WRITE, "", "None", _BY_ID, "memgpt client.detach_source(source, agent_id)",
+         "agent: /detach NAME", ""),
+    Verb("search_sources", "the passages of an agent's attached sources that best answer a query", READ, "",
+         "list[MemoryRecord]", _SIZED, "agent tool archival_memory_search", "agent: archival_memory_search", ""),
 )
 
 # Operations the writing verbs run, built into every service whose config does not define them:
@@ -91,6 +115,7 @@ VERB_OPERATIONS: dict[str, tuple[str, dict[str, Any]]] = {
     "pin_memory": ("update_memory", {"method": "pin"}),
     "unpin_memory": ("update_memory", {"method": "unpin"}),
     "undo_run": ("undo_run", {}),
+    "add_passages": ("update_memory", {"method": "add", "memory_type": "source_passage"}),
 }
 
 
