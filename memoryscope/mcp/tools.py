@@ -47,12 +47,29 @@ class McpToolHandlers:
         noun = "message" if len(stored) == 1 else "messages"
         return f"Stored {len(stored)} {noun}; facts about the user are drawn from them at the next consolidation."
 
-    def retrieve_memory(self, user: str, query: str, since: str | None = None, until: str | None = None, top_k: int = 10) -> str:
+    def retrieve_memory(
+        self,
+        user: str,
+        query: str,
+        since: str | None = None,
+        until: str | None = None,
+        top_k: int = 10,
+        threshold: float | None = None,
+    ) -> str:
+        """The best `top_k` memories for `query`; with `threshold` (0..1), only those scored at least that."""
+        if threshold is not None and (
+            isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 <= threshold <= 1
+        ):
+            raise InvalidInputError(f"threshold must be a number from 0 to 1, got {threshold!r}")
         zone = self.door.settings.tzinfo
         start, end = parse_time("since", since, zone), parse_time("until", until, zone)
         window = None if start is None and end is None else (start, end)
         found = self.door.search(self._caller(user), query, top_k=top_k, time_range_given=window)
-        return _listing(found, "No memory matches this query" + (" in that time range." if window else "."))
+        if threshold is not None:
+            # the door's search takes no threshold yet: the search verb's scores, cut here
+            found = [record for record in found if record.score is not None and record.score >= threshold]
+        empty = "No memory matches this query" + (" in that time range" if window else "")
+        return _listing(found, empty + (f" with a score of at least {threshold}." if threshold is not None else "."))
 
     def get_user_profile(self, user: str) -> str:
         profile = self.door.profile(self._caller(user))
@@ -87,7 +104,6 @@ class McpToolHandlers:
             lines.append("New or changed memories:")
             lines.append(_listing(summary.produced, "(none left: later changes removed them)"))
         return "\n".join(lines)
-
 
 
 def _listing(records: Sequence[MemoryRecord | None], empty: str) -> str:

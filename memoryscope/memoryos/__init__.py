@@ -31,7 +31,14 @@ kept apart (assistant knowledge too: it is learnt per user). Pass `config=` (a n
 from memoryscope.memoryos._facade import DEFAULT_ASSISTANT_ID, Memoryos
 from memoryscope.memoryos._mcp_config import read_mcp_config
 from memoryscope.memoryos._settings import OPENAI_API_BASE
-from memoryscope.memoryos._tiers import LongTermMemoryView, MidTermMemoryView, RetrieverView, ShortTermMemoryView
+from memoryscope.memoryos._tiers import (
+    NO_PROFILE,
+    LongTermMemoryView,
+    MidTermMemoryView,
+    RetrieverView,
+    ShortTermMemoryView,
+    stamp,
+)
 
 __all__ = [
     "Memoryos",
@@ -42,4 +49,6 @@ __all__ = [
     "MidTermMemoryView",
     "LongTermMemoryView",
     "RetrieverView",
+    "NO_PROFILE",
+    "stamp",
 ]

@@ -12,6 +12,7 @@ from typing import Any
 from memoryscope.app import MemoryScope
 from memoryscope.config import load_config
 from memoryscope.door import Message, RunResult, parse_time
+from memoryscope.door.inputs import checked_metadata
 from memoryscope.errors import InvalidInputError, MemoryScopeError
 from memoryscope.memory import utc_now
 from memoryscope.memoryos._settings import EMBEDDING, model_settings, tier_settings
@@ -138,10 +139,14 @@ class Memoryos:
         """Keep one turn: a short-term page; the short term's overflow moves to mid term and hot
         segments are promoted, in the same run (one atomic write after the page's). `timestamp`:
         an ISO time ("2024-10-26 21:26:20", in the config's zone when it has none) or a datetime.
-        `meta_data` is accepted as MemoryOS accepts it, and not used (as there)."""
-        del meta_data
+        `meta_data` (MemoryOS accepts it and keeps nothing) is kept as the page's metadata, checked
+        as every verb checks metadata (JSON values; keys not MemoryScope's own)."""
         said = self._time(timestamp)
-        messages = (Message("user", user_input, said, name=self.user_id), Message("assistant", agent_response, said))
+        extra = checked_metadata(meta_data)
+        messages = (
+            Message("user", user_input, said, name=self.user_id, metadata=extra),
+            Message("assistant", agent_response, said),
+        )
         return self._run(ADD, messages=messages, query_time=said)
 
     def get_response(

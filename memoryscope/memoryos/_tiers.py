@@ -89,7 +89,7 @@ class _View:
 class ShortTermMemoryView(_View):
     """MemoryOS's `ShortTermMemory`: the newest pages, not yet moved to mid term."""
 
-    def __init__(self, door: Door, caller: Caller, max_capacity: int) -> None:
+    def __init__(self, door: Door, caller: Caller, max_capacity: int | None = None) -> None:
         super().__init__(door, caller)
         self.max_capacity = max_capacity
 
@@ -102,13 +102,14 @@ class ShortTermMemoryView(_View):
         return [page_dict(record.node, self.door) for record in self.records()]
 
     def is_full(self) -> bool:
-        return len(self.records()) >= self.max_capacity
+        """Whether the next page moves the oldest to mid term (never, without a capacity)."""
+        return self.max_capacity is not None and len(self.records()) >= self.max_capacity
 
 
 class MidTermMemoryView(_View):
     """MemoryOS's `MidTermMemory`: its `sessions` (the topic segments) and their pages."""
 
-    def __init__(self, door: Door, caller: Caller, max_capacity: int) -> None:
+    def __init__(self, door: Door, caller: Caller, max_capacity: int | None = None) -> None:
         super().__init__(door, caller)
         self.max_capacity = max_capacity
 
@@ -151,7 +152,7 @@ class LongTermMemoryView(_View):
     (MemoryOS keeps the assistant's knowledge in a second object of this class; so does
     `Memoryos` here, both reading the same user-and-assistant records)."""
 
-    def __init__(self, door: Door, caller: Caller, knowledge_capacity: int) -> None:
+    def __init__(self, door: Door, caller: Caller, knowledge_capacity: int | None = None) -> None:
         super().__init__(door, caller)
         self.knowledge_capacity = knowledge_capacity
 
@@ -190,14 +191,15 @@ class RetrieverView(_View):
     """MemoryOS's `Retriever`: `retrieve_context` runs the `memoryos_retrieve` operation (the
     segments it returns gain a visit, as MemoryOS's search does)."""
 
-    def __init__(self, door: Door, caller: Caller, queue_capacity: int) -> None:
+    def __init__(self, door: Door, caller: Caller, queue_capacity: int | None = None) -> None:
         super().__init__(door, caller)
         self.retrieval_queue_capacity = queue_capacity
 
     def retrieve_context(self, user_query: str, user_id: str | None = None, **thresholds: Any) -> dict[str, Any]:
         """MemoryOS's answer: `retrieved_pages` (mid-term pages, best first, with their segment's
         summary as `meta_info`), `retrieved_user_knowledge`, `retrieved_assistant_knowledge`,
-        `retrieved_at`. `user_id` must be this memory's user (or None); MemoryOS's threshold and
+        `retrieved_at`; at most `retrieval_queue_capacity` pages (as the config's
+        `memoryos_recall_mid` keeps, when None). `user_id` must be this memory's user (or None); MemoryOS's threshold and
         top-k keywords are accepted and the config's apply (`similarity_threshold`,
         `retrieval_queue_capacity`, `knowledge_top_k`)."""
         if user_id is not None and user_id != self.caller.user_id:
