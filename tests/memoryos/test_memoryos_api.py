@@ -67,9 +67,7 @@ def test_summaries_stats_and_tiers_follow_a_promotion(make_memoryos: Callable[..
     assert other.get_user_profile_summary() == "None" and other.mid_term_memory.sessions == {}
 
 
-def test_the_retriever_answers_as_memoryos_and_counts_the_visit(
-    make_memoryos: Callable[..., Memoryos], script: Script
-) -> None:
+def test_the_retriever_answers_as_memoryos_and_counts_the_visit(make_memoryos: Callable[..., Memoryos], script: Script) -> None:
     memo = make_memoryos(short_term_capacity=1, mid_term_heat_threshold=50)
     for minute, turn in enumerate((TEA, TEA_AGAIN, BIKE)):
         memo.add_memory(*turn, timestamp=at(minute))
