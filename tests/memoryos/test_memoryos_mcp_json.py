@@ -230,3 +230,13 @@ def test_retrieve_memory_keeps_results_at_or_above_the_threshold(tmp_path: Path)
         assert len(tools.retrieve_memory("ann", "bees in Kyoto", threshold=0.0).splitlines()) == len(ranked)
         with pytest.raises(InvalidInputError, match=r"threshold must be a number from 0 to 1, got 1\.5"):
             tools.retrieve_memory("ann", "bees", threshold=1.5)
+
+
+def test_the_client_config_block_for_a_memoryos_config_json(tmp_path: Path, fake_openai: FakeOpenAIServer) -> None:
+    from memoryscope.mcp.client_config import client_config
+
+    config = memoryos_config(tmp_path, fake_openai)
+    entry = client_config(str(config))["mcpServers"]["memoryos"]
+    assert entry["args"][-2:] == ["--config", str(config)] and entry["env"] == {"OPENAI_API_KEY": "<your OPENAI_API_KEY>"}
+    with pytest.raises(ConfigError, match="user_name: unknown key"):
+        client_config(str(memoryos_config(tmp_path, fake_openai, user_name="ann")))
