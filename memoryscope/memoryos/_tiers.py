@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from memoryscope.door import Caller, Door, MemoryRecord, RunResult
+from memoryscope.errors import InvalidInputError
 from memoryscope.memory import MemoryNode, utc_now
 
 __all__ = [
@@ -195,16 +196,26 @@ class RetrieverView(_View):
         super().__init__(door, caller)
         self.retrieval_queue_capacity = queue_capacity
 
-    def retrieve_context(self, user_query: str, user_id: str | None = None, **thresholds: Any) -> dict[str, Any]:
+    def retrieve_context(
+        self,
+        user_query: str,
+        user_id: str | None = None,
+        segment_similarity_threshold: float | None = None,
+        page_similarity_threshold: float | None = None,
+        knowledge_threshold: float | None = None,
+        top_k_sessions: int | None = None,
+        top_k_knowledge: int | None = None,
+    ) -> dict[str, Any]:
         """MemoryOS's answer: `retrieved_pages` (mid-term pages, best first, with their segment's
         summary as `meta_info`), `retrieved_user_knowledge`, `retrieved_assistant_knowledge`,
         `retrieved_at`; at most `retrieval_queue_capacity` pages (as the config's
-        `memoryos_recall_mid` keeps, when None). `user_id` must be this memory's user (or None); MemoryOS's threshold and
-        top-k keywords are accepted and the config's apply (`similarity_threshold`,
-        `retrieval_queue_capacity`, `knowledge_top_k`)."""
+        `memoryos_recall_mid` keeps, when None). `user_id` must be this memory's user (or None).
+        MemoryOS's thresholds and top-k arguments are accepted for its callers; the config's
+        apply (`similarity_threshold`, `retrieval_queue_capacity`, `knowledge_top_k`), which are
+        set for this store's embedding model."""
         if user_id is not None and user_id != self.caller.user_id:
-            raise ValueError(f"retrieve_context: user_id {user_id!r} is not this memory's user {self.caller.user_id!r}")
-        del thresholds
+            raise InvalidInputError(f"retrieve_context: user_id {user_id!r} is not this memory's user {self.caller.user_id!r}")
+        del segment_similarity_threshold, page_similarity_threshold, knowledge_threshold, top_k_sessions, top_k_knowledge
         now = utc_now()
         context = run_retrieval(self.door, self.caller, user_query, now).context
         pages, summaries = [], {}
