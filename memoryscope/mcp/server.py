@@ -79,7 +79,7 @@ def build_mcp(
     user from `user_resolver`; `target` the assistant whose memories they are (MemoryOS's
     `assistant_id`; "" for none)."""
     verbs = door or scope.door
-    tools = McpToolHandlers(verbs, workspace)
+    tools = McpToolHandlers(verbs, workspace, target)
     # the SDK calls logging.basicConfig(level=log_level); WARNING is Python's own default, so nothing changes for the host
     server: MCPServer = MCPServer("memoryscope", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
 

@@ -25,12 +25,15 @@ CONSOLIDATE_OPERATION = "consolidate_memory"
 class McpToolHandlers:
     """The six tools of the MemoryScope MCP server, on one door; `user` is passed by the server."""
 
-    def __init__(self, door: Door | MemoryScope, workspace: str = "") -> None:
+    def __init__(self, door: Door | MemoryScope, workspace: str = "", target: str = "") -> None:
         self.door = door if isinstance(door, Door) else door.door  # a MemoryScope: its verbs
         self.workspace = workspace
+        self.target = target  # the assistant the memories are kept for (MemoryOS's assistant_id); "" for none
 
     def _caller(self, user: str) -> Caller:
-        return self.door.caller(user, workspace=self.workspace, local=False, scopes=frozenset(("read", "write")))
+        return self.door.caller(
+            user, target=self.target, workspace=self.workspace, local=False, scopes=frozenset(("read", "write"))
+        )
 
     def add_memory(self, user: str, user_input: str, agent_response: str | None = None) -> str:
         if not user_input.strip():

@@ -182,6 +182,8 @@ def test_memoryscope_mcp_serves_memoryos_from_its_config_json(tmp_path: Path) ->
             assert found["short_term_memory"][0]["user_input"] == "I keep bees in Kyoto"
             profile = answer(await client.call_tool("get_user_profile", {}))
             assert (profile["user_id"], profile["assistant_id"]) == ("test_user_001", "memoryos_assistant")
+            listed = await client.call_tool("list_memory", {})  # MemoryScope's own tools: the same user and assistant
+            assert "I keep bees in Kyoto" in "\n".join(getattr(part, "text", "") for part in listed.content)
 
         run_client(server, body)
     with Memoryos(
