@@ -185,6 +185,9 @@ class MemoryScope(MemoryApi):
             if not reach.usable and not spec.required:
                 self.notices.append(f"model.{name} left out ({reach.why}); steps that need it are skipped")
                 continue
+            if reach.why == "no api_base":  # required: never a relative `/chat/completions`
+                problem = "is empty, and this model is required: give its API's base URL, e.g. https://api.openai.com/v1"
+                raise ConfigError([(f"model.{name}.api_base", problem)], source=self.config.source)
             params = spec.params
             if reach.keyless:
                 self.notices.append(reach.why)

@@ -75,8 +75,16 @@ class MemoryosAddPageWorker(Worker):
             message_time=said,
             created_at=now,
             updated_at=now,
-            meta={"memoryos_tier": SHORT},
+            meta={**_given_metadata(question, answers), "memoryos_tier": SHORT},
         )
+
+
+def _given_metadata(question: Message | None, answers: list[Message]) -> dict[str, object]:
+    """The caller's metadata of a turn (MemoryOS's `meta_data`), kept on its page: the messages' own, merged."""
+    merged: dict[str, object] = {}
+    for message in (*answers, *((question,) if question is not None else ())):
+        merged.update(message.metadata)
+    return merged
 
 
 def _turns(messages: tuple[Message, ...]) -> list[tuple[Message | None, list[Message]]]:

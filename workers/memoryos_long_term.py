@@ -52,7 +52,9 @@ class MemoryosLongTermWorker(LLMWorker):
 
     Writes nothing itself: `long_term_writes` is what `memoryos_store` writes, atomically. An
     unreadable answer (after one repair request) promotes nothing from that segment and leaves it
-    hot; `memoryos_notes` says so."""
+    hot; `memoryos_notes` says so. With `only_new_pages`, a segment is promoted only when pages
+    joined it since its last promotion (MemoryOS's "unanalyzed pages"): `memoryos_force_update`
+    runs it so, at threshold 0 and one promotion, for `Memoryos.force_mid_term_analysis`."""
 
     reads: ClassVar[tuple[str, ...]] = ("mid_term_segments", "long_term_memories")
     optional_reads: ClassVar[tuple[str, ...]] = ("mid_term_writes", "memoryos_notes", "query_time")
@@ -73,6 +75,9 @@ class MemoryosLongTermWorker(LLMWorker):
         )
         promotions_per_run: int = Field(3, gt=0, le=100, description="At most this many hot segments are analysed per run.")
         pages_per_analysis: int = Field(20, gt=0, le=1000, description="The newest pages of a segment the analysis reads.")
+        only_new_pages: bool = Field(
+            False, description="Promote only segments that pages joined since their last promotion (MemoryOS's unanalysed pages)."
+        )
         heat: HeatParams = Field(default_factory=HeatParams, description="Heat weights.")
 
     params: Params
@@ -86,6 +91,8 @@ class MemoryosLongTermWorker(LLMWorker):
         params = self.params
         current = latest((*ctx.mid_term_segments, *(n for n in ctx.mid_term_writes if n.memory_type is SEGMENT)))
         valid = [node for node in current.values() if node.status is MemoryStatus.VALID]
+        if params.only_new_pages:
+            valid = [node for node in valid if int(node.meta.get("memoryos_interaction_length", 0) or 0) > 0]
         hot = [node for node in valid if segment_heat(node, now, params.heat) >= params.mid_term_heat_threshold]
         hot.sort(key=lambda node: -segment_heat(node, now, params.heat))
         hot = hot[: params.promotions_per_run]

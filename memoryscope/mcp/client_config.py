@@ -32,7 +32,10 @@ def server_command() -> tuple[str, list[str]]:
 
 
 def client_config(config: str = "default", user: str | None = None, store: str | None = None) -> dict[str, Any]:
-    """The JSON-ready block; the config is loaded (so a bad one fails here, not in the client)."""
+    """The JSON-ready block; the config is loaded (so a bad one fails here, not in the client).
+    A MemoryOS `config.json` gives the `memoryos` server MemoryOS's `mcp.json` names."""
+    if str(config).lower().endswith(".json"):
+        return _memoryos_client_config(config, user)
     loaded = load_config(config)
     command, prefix = server_command()
     shown_config = str(Path(config).expanduser().absolute()) if Path(config).expanduser().exists() else config
@@ -47,6 +50,20 @@ def client_config(config: str = "default", user: str | None = None, store: str |
     if env:
         entry["env"] = env
     return {"mcpServers": {"memoryscope": entry}}
+
+
+def _memoryos_client_config(config: str, user: str | None) -> dict[str, Any]:
+    from memoryscope.memoryos import read_mcp_config
+
+    settings = read_mcp_config(config)  # checked now, not when the client starts the server
+    command, prefix = server_command()
+    args = [*prefix, "mcp", "--config", str(Path(config).expanduser().absolute())]
+    if user:
+        args += ["--user", user]
+    entry: dict[str, Any] = {"command": command, "args": args}
+    if not settings.get("openai_api_key"):
+        entry["env"] = {"OPENAI_API_KEY": "<your OPENAI_API_KEY>"}
+    return {"mcpServers": {"memoryos": entry}}
 
 
 def _key_variables(config: Any) -> list[str]:

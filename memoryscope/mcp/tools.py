@@ -25,12 +25,15 @@ CONSOLIDATE_OPERATION = "consolidate_memory"
 class McpToolHandlers:
     """The six tools of the MemoryScope MCP server, on one door; `user` is passed by the server."""
 
-    def __init__(self, door: Door | MemoryScope, workspace: str = "") -> None:
+    def __init__(self, door: Door | MemoryScope, workspace: str = "", target: str = "") -> None:
         self.door = door if isinstance(door, Door) else door.door  # a MemoryScope: its verbs
         self.workspace = workspace
+        self.target = target  # the assistant the memories are kept for (MemoryOS's assistant_id); "" for none
 
     def _caller(self, user: str) -> Caller:
-        return self.door.caller(user, workspace=self.workspace, local=False, scopes=frozenset(("read", "write")))
+        return self.door.caller(
+            user, target=self.target, workspace=self.workspace, local=False, scopes=frozenset(("read", "write"))
+        )
 
     def add_memory(self, user: str, user_input: str, agent_response: str | None = None) -> str:
         if not user_input.strip():
@@ -47,12 +50,29 @@ class McpToolHandlers:
         noun = "message" if len(stored) == 1 else "messages"
         return f"Stored {len(stored)} {noun}; facts about the user are drawn from them at the next consolidation."
 
-    def retrieve_memory(self, user: str, query: str, since: str | None = None, until: str | None = None, top_k: int = 10) -> str:
+    def retrieve_memory(
+        self,
+        user: str,
+        query: str,
+        since: str | None = None,
+        until: str | None = None,
+        top_k: int = 10,
+        threshold: float | None = None,
+    ) -> str:
+        """The best `top_k` memories for `query`; with `threshold` (0..1), only those scored at least that."""
+        if threshold is not None and (
+            isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 <= threshold <= 1
+        ):
+            raise InvalidInputError(f"threshold must be a number from 0 to 1, got {threshold!r}")
         zone = self.door.settings.tzinfo
         start, end = parse_time("since", since, zone), parse_time("until", until, zone)
         window = None if start is None and end is None else (start, end)
         found = self.door.search(self._caller(user), query, top_k=top_k, time_range_given=window)
-        return _listing(found, "No memory matches this query" + (" in that time range." if window else "."))
+        if threshold is not None:
+            # the door's search takes no threshold yet: the search verb's scores, cut here
+            found = [record for record in found if record.score is not None and record.score >= threshold]
+        empty = "No memory matches this query" + (" in that time range" if window else "")
+        return _listing(found, empty + (f" with a score of at least {threshold}." if threshold is not None else "."))
 
     def get_user_profile(self, user: str) -> str:
         profile = self.door.profile(self._caller(user))
@@ -87,7 +107,6 @@ class McpToolHandlers:
             lines.append("New or changed memories:")
             lines.append(_listing(summary.produced, "(none left: later changes removed them)"))
         return "\n".join(lines)
-
 
 
 def _listing(records: Sequence[MemoryRecord | None], empty: str) -> str:

@@ -325,7 +325,10 @@ class McpFace(Face):
         return self.tool(user, "delete_memory", {"memory_id": memory_id})
 
     def profile(self, user: str) -> Answer:
-        return self.tool(user, "get_user_profile", {})
+        answer = self.tool(user, "get_user_profile", {})
+        if answer.ok and str(answer.value).startswith("{"):  # a MemoryOS service answers with MemoryOS's JSON
+            return Answer(json.loads(answer.value)["user_profile"])
+        return answer
 
 
 FACES: tuple[type[Face], ...] = (PythonFace, CliFace, RestFace, ClientFace, McpFace)

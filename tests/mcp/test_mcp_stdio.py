@@ -30,8 +30,9 @@ def test_tools_are_listed_with_schemas_and_no_user_argument(llm: FakeOpenAIServe
         add = tools["add_memory"].input_schema
         assert add["required"] == ["user_input"] and set(add["properties"]) == {"user_input", "agent_response"}
         retrieve = tools["retrieve_memory"].input_schema["properties"]
-        assert set(retrieve) == {"query", "since", "until", "top_k"}
+        assert set(retrieve) == {"query", "since", "until", "top_k", "threshold"}
         assert retrieve["top_k"]["default"] == 10 and retrieve["top_k"]["minimum"] == 1
+        assert retrieve["threshold"]["anyOf"][0]["maximum"] == 1 and retrieve["threshold"]["default"] is None
         assert "ISO 8601" in retrieve["since"]["description"]
         assert set(tools["list_memory"].input_schema["properties"]["type"]["anyOf"][0]["enum"]) >= {"observation", "insight"}
         assert tools["delete_memory"].input_schema["required"] == ["memory_id"]
