@@ -60,17 +60,10 @@ class McpToolHandlers:
         threshold: float | None = None,
     ) -> str:
         """The best `top_k` memories for `query`; with `threshold` (0..1), only those scored at least that."""
-        if threshold is not None and (
-            isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 <= threshold <= 1
-        ):
-            raise InvalidInputError(f"threshold must be a number from 0 to 1, got {threshold!r}")
         zone = self.door.settings.tzinfo
         start, end = parse_time("since", since, zone), parse_time("until", until, zone)
         window = None if start is None and end is None else (start, end)
-        found = self.door.search(self._caller(user), query, top_k=top_k, time_range_given=window)
-        if threshold is not None:
-            # the door's search takes no threshold yet: the search verb's scores, cut here
-            found = [record for record in found if record.score is not None and record.score >= threshold]
+        found = self.door.search(self._caller(user), query, top_k=top_k, time_range_given=window, threshold=threshold)
         empty = "No memory matches this query" + (" in that time range" if window else "")
         return _listing(found, empty + (f" with a score of at least {threshold}." if threshold is not None else "."))
 
