@@ -72,6 +72,7 @@ class Door(ReadingVerbs, AgentVerbs, SourceVerbs):
         """`add`, its input checked now (every error `add` raises for its input) and its write
         returned to be run later: what a face accepting a write before doing it (HTTP's 202) uses."""
         caller.require(WRITE, "add")
+        caller.require_exact("add")
         extra = checked_metadata(metadata)
         said = messages_of(messages, self._now(time), extra)
         if idempotency_key is not None:
@@ -135,13 +136,24 @@ class Door(ReadingVerbs, AgentVerbs, SourceVerbs):
         )
 
     def delete_all(self, caller: Caller) -> WriteOutcome:
-        """Delete every memory of the caller's user (in its target and workspace): the user must be named."""
+        """Delete every memory of the caller's user in its target and workspace (None: in every
+        one, a `delete_all` run for each, so each is in the history and `undo` can take it back):
+        the user must be named."""
         caller.require(WRITE, "delete_all")
         if not caller.named:
             raise InvalidInputError("delete_all deletes every memory of one user: name the user (user_id=, --user)")
-        result = self._run(caller, "delete_all", "delete_all")
-        context = result.context
-        return WriteOutcome(result.run_id, "delete_all", context.result, deleted_count=context.deleted_count)
+        if not caller.widened:
+            result = self._run(caller, "delete_all", "delete_all")
+            context = result.context
+            return WriteOutcome(result.run_id, "delete_all", context.result, deleted_count=context.deleted_count)
+        owners = self._owners(caller, with_state=True)
+        run_ids, deleted = [], 0
+        for owner in owners:
+            result = self._run(owner, "delete_all", "delete_all")
+            run_ids.append(result.run_id)
+            deleted += result.context.deleted_count
+        summary = f"deleted {deleted} memories of {caller.user_id!r} in {len(owners)} targets and workspaces"
+        return WriteOutcome(run_ids[0] if len(run_ids) == 1 else "", "delete_all", summary, deleted_count=deleted)
 
     def reset(self, caller: Caller) -> WriteOutcome:
         """Delete every memory of every user, target and workspace in the store (admin only): one
@@ -196,6 +208,7 @@ class Door(ReadingVerbs, AgentVerbs, SourceVerbs):
         the limits every verb keeps; memory ids must be the caller's. Inputs given empty (None,
         "", no items, False) are left out, so a face can pass every field it has."""
         caller.require(WRITE, operation)
+        caller.require_exact(operation)
         inputs: dict[str, Any] = {name: tuple(v) if isinstance(v, list) else v for name, v in given.items() if v}
         if operation == "delete_all" and not caller.named:
             raise InvalidInputError("delete_all deletes every memory of one user: name the user (user_id=, --user)")
@@ -270,7 +283,7 @@ class Door(ReadingVerbs, AgentVerbs, SourceVerbs):
     @staticmethod
     def _write_key(caller: Caller, key: str) -> StateKey:
         return StateKey(
-            StateOwner(caller.user_id, caller.target, caller.write_workspace), ACCEPTED_WRITE, checked_idempotency_key(key)
+            StateOwner(caller.user_id, caller.write_target, caller.write_workspace), ACCEPTED_WRITE, checked_idempotency_key(key)
         )
 
     def import_memories(self, caller: Caller, source: str | Path | TextIO, **options: Any) -> int:
