@@ -137,8 +137,8 @@ class Door(ReadingVerbs, AgentVerbs, SourceVerbs):
 
     def delete_all(self, caller: Caller) -> WriteOutcome:
         """Delete every memory of the caller's user in its target and workspace (None: in every
-        one, a `delete_all` run for each, so each is in the history and `undo` can take it back):
-        the user must be named."""
+        one, a `delete_all` run for each, so the history names each target and workspace): the
+        user must be named. Several owners' runs answer with no single `run_id`."""
         caller.require(WRITE, "delete_all")
         if not caller.named:
             raise InvalidInputError("delete_all deletes every memory of one user: name the user (user_id=, --user)")
@@ -146,14 +146,12 @@ class Door(ReadingVerbs, AgentVerbs, SourceVerbs):
             result = self._run(caller, "delete_all", "delete_all")
             context = result.context
             return WriteOutcome(result.run_id, "delete_all", context.result, deleted_count=context.deleted_count)
-        owners = self._owners(caller, with_state=True)
-        run_ids, deleted = [], 0
-        for owner in owners:
-            result = self._run(owner, "delete_all", "delete_all")
-            run_ids.append(result.run_id)
-            deleted += result.context.deleted_count
-        summary = f"deleted {deleted} memories of {caller.user_id!r} in {len(owners)} targets and workspaces"
-        return WriteOutcome(run_ids[0] if len(run_ids) == 1 else "", "delete_all", summary, deleted_count=deleted)
+        outcomes = [self.delete_all(owner) for owner in self._owners(caller, with_state=True)]
+        if len(outcomes) == 1:
+            return outcomes[0]
+        deleted = sum(outcome.deleted_count for outcome in outcomes)
+        summary = f"deleted {deleted} memories of {caller.user_id!r} in {len(outcomes)} targets and workspaces"
+        return WriteOutcome("", "delete_all", summary, deleted_count=deleted)
 
     def reset(self, caller: Caller) -> WriteOutcome:
         """Delete every memory of every user, target and workspace in the store (admin only): one
