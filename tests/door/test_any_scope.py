@@ -103,9 +103,7 @@ def test_delete_all_of_any_target_deletes_each_owner_in_its_own_run(door: Door) 
     assert door.delete_all(door.caller("carol", target=None, workspace=None)).deleted_count == 0
 
 
-def test_memoryos_searches_each_owner_and_merges_by_score(
-    tmp_path: Path, fake_openai: FakeOpenAIServer
-) -> None:
+def test_memoryos_searches_each_owner_and_merges_by_score(tmp_path: Path, fake_openai: FakeOpenAIServer) -> None:
     with _build("memoryos", tmp_path / "memoryos.db", fake_openai.base_url) as scope:
         door = scope.door
         _fill(door, infer=True)  # MemoryOS's pages (its recall reads one target and workspace)

@@ -114,4 +114,3 @@ def test_metadata_filters_narrow_within_the_ids(memory: Memory) -> None:
     assert _memories(memory.get_all(filters={"user_id": "alice", "category": "travel"})) == {"alice flies to Osaka"}
     found = memory.search("what does alice do?", filters={"user_id": "alice", "category": "food"})
     assert _memories(found) == {"alice cooks ramen"}
-
