@@ -73,7 +73,12 @@ class MemoryStore(ABC):
     """A durable home for memory nodes and their vectors."""
 
     embedding_model: EmbeddingModel  # makes the vectors of every write and search
-    dimension: int  # of `embedding_model`
+
+    @property
+    def dimension(self) -> int:
+        """The vector size of `embedding_model`, asked of it when an operation first needs it
+        (never when the store is opened: a remote model may not be reachable yet)."""
+        return int(self.embedding_model.dimension)
 
     @abstractmethod
     def upsert(
