@@ -116,3 +116,29 @@ def test_another_model_in_the_file_is_still_refused_when_opened(tmp_path: Path, 
     with pytest.raises(StoreError, match=r"'fake-bge'.*opened with 'other-bge' \(dimension not known yet\).*reembed"):
         MemoryScope("default", overrides=remote_overrides(store, fake_openai.base_url, model_name="other-bge"))
     assert fake_openai.requests == []
+
+
+def test_a_server_starts_while_the_embedding_endpoint_is_down(tmp_path: Path) -> None:
+    """`memoryscope serve`'s app over a remote embedding model that is not up: it starts and
+    answers; a search answers a clear error until the endpoint is up, then results."""
+    pytest.importorskip("fastapi", reason="the server tests need the server extra: pip install 'memoryscope[server]'")
+    import httpx
+
+    from memoryscope.server.app import create_app
+    from memoryscope.testing.live_server import LiveServer
+
+    port = closed_port()
+    scope = MemoryScope("default", overrides=remote_overrides(tmp_path / "m.db", f"http://127.0.0.1:{port}/v1"))
+    live = LiveServer(create_app(scope)).start()
+    try:
+        assert httpx.get(f"{live.url}/healthz").status_code == 200
+        added = httpx.post(f"{live.url}/v1/users/ann/memories", json={"texts": ["likes green tea"]})
+        assert added.status_code >= 500 and "cannot connect" in added.text and f"127.0.0.1:{port}" in added.text
+        with FakeOpenAIServer(port=port):
+            added = httpx.post(f"{live.url}/v1/users/ann/memories", json={"texts": ["likes green tea"]})
+            assert added.status_code == 201, added.text
+            found = httpx.post(f"{live.url}/v1/users/ann/search", json={"query": "tea"})
+            assert [memory["memory"] for memory in found.json()["memories"]] == ["likes green tea"]
+    finally:
+        live.stop()
+        scope.close()
