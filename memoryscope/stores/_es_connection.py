@@ -1,9 +1,16 @@
 """Connecting `elasticsearch_memory_store`: the client from its settings, client errors as
 one-line messages that name the hosts but never a credential, and the check that an opened
-index was made for the store's embedding model."""
+index was made for the store's embedding model.
+
+The client logs each failed attempt of a request at WARNING, with the whole traceback of its
+HTTP library (an unreachable cluster: ~160 lines before the store's one-line error).
+`quiet_client_logs` moves those records to DEBUG: they show when the client's loggers (or the
+root logger) are set to DEBUG, and the store's StoreError says what failed.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -22,9 +29,35 @@ __all__ = [
     "transport_reason",
     "recorded_model",
     "check_dimension",
+    "quiet_client_logs",
 ]
 
 _ERRNO = re.compile(r"\[Errno -?\d+\] [^)'\"]+")
+
+
+# the loggers of `elastic_transport` (the client's transport) that log each failed attempt
+_CLIENT_LOGGERS = ("elastic_transport.transport", "elastic_transport.node_pool", "elastic_transport.node")
+
+
+class _RetryNoiseToDebug(logging.Filter):
+    """A client's record of a failed attempt, told at DEBUG: passed on only where DEBUG is on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.WARNING:
+            return True  # an error the client did not retry: not noise
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+_QUIET = _RetryNoiseToDebug()
+
+
+def quiet_client_logs() -> None:
+    """Tell the client's per-attempt warnings (and their tracebacks) at DEBUG; idempotent."""
+    for name in _CLIENT_LOGGERS:
+        logger = logging.getLogger(name)
+        if _QUIET not in logger.filters:
+            logger.addFilter(_QUIET)
 
 
 def build_client(elasticsearch: Any, params: Any) -> Any:

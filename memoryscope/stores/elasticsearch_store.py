@@ -141,6 +141,7 @@ class ElasticsearchMemoryStore(MemoryStore):
         known = int(embedding_model.dimension) if allow_model_change else embedding_model.known_dimension
         self._dimension: int | None = None if known is None else int(known)
         self._owns_client = client is None
+        connection.quiet_client_logs()  # each failed attempt at DEBUG: the StoreError says what failed
         client = client if client is not None else connection.build_client(elasticsearch, params)
         self.hosts = connection.safe_hosts(params.hosts) if self._owns_client else connection.client_hosts(client)
         self._index = EsIndex(

@@ -5,6 +5,7 @@ model against the fake OpenAI server (or a closed port where it is not running y
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import Iterator
 
@@ -87,3 +88,29 @@ def test_a_configured_dimensions_creates_the_index_without_asking_the_model(
         mapping = cluster.requests[1].body
         assert isinstance(mapping, dict) and mapping["mappings"]["properties"]["vector"]["dims"] == 128
         assert fake_openai.requests == []
+
+
+def test_an_unreachable_cluster_is_one_error_not_the_clients_tracebacks(caplog: pytest.LogCaptureFixture) -> None:
+    """The client logs each failed attempt with its HTTP library's traceback: at DEBUG only."""
+    import elasticsearch
+
+    port = closed_port()
+    model = remote_model(f"http://127.0.0.1:{port}/v1")
+
+    def fail_to_count() -> StoreError:
+        client = elasticsearch.Elasticsearch([f"http://127.0.0.1:{port}"], max_retries=1)  # the default 3 only waits longer
+        with ElasticsearchMemoryStore(client=client, embedding_model=model) as store, pytest.raises(StoreError) as raised:
+            store.count(ANN)
+        client.close()
+        return raised.value
+
+    with caplog.at_level(logging.WARNING):  # as the CLI logs
+        error = fail_to_count()
+    assert f"127.0.0.1:{port}" in str(error) and "cannot connect" in str(error) and "\n" not in str(error)
+    assert [record.getMessage() for record in caplog.records] == []
+    caplog.clear()
+    with caplog.at_level(logging.DEBUG, logger="elastic_transport"):
+        fail_to_count()
+    detail = [record for record in caplog.records if record.name.startswith("elastic_transport")]
+    assert detail and {record.levelname for record in detail} == {"DEBUG"}
+    assert any(record.exc_info for record in detail)  # the traceback is kept for whoever turns DEBUG on

@@ -49,7 +49,8 @@ class BgeEmbedding(EmbeddingModel):
         dimensions: int | None = Field(
             default=None,
             gt=0,
-            description="Vector size, when known; else learned from the first reply. Sent only with `send_dimensions`.",
+            description="Vector size, when known; else learned from the first reply (nothing is asked before an "
+            "operation needs it). Checked against every reply and the store's vectors. Sent only with `send_dimensions`.",
         )
         query_prefix: str = Field(
             default="", description="Put before each query, for models that want an instruction (bge v1.5: `Represent ...: `)."
