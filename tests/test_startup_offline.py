@@ -77,15 +77,19 @@ def test_an_unreachable_endpoint_fails_the_first_search_not_the_start(tmp_path: 
 
 def test_a_stored_size_unlike_the_models_is_a_clear_error_at_first_use(tmp_path: Path) -> None:
     store = tmp_path / "m.db"
-    with FakeOpenAIServer(embedding_dimension=64) as server:
-        with MemoryScope("default", overrides=remote_overrides(store, server.base_url)) as scope:
-            scope.add("likes green tea", user_id="ann", infer=False)
-    with FakeOpenAIServer(embedding_dimension=32) as server:
-        with MemoryScope("default", overrides=remote_overrides(store, server.base_url)) as scope:
-            assert server.requests == []  # opened, even though the sizes differ: nothing was asked yet
-            assert [record.memory for record in scope.get_all("ann")] == ["likes green tea"]  # no vectors needed
-            with pytest.raises(MemoryScopeError) as raised:  # the store's StoreError, as the retrieving worker's
-                scope.search("tea", user_id="ann")
+    with (
+        FakeOpenAIServer(embedding_dimension=64) as server,
+        MemoryScope("default", overrides=remote_overrides(store, server.base_url)) as scope,
+    ):
+        scope.add("likes green tea", user_id="ann", infer=False)
+    with (
+        FakeOpenAIServer(embedding_dimension=32) as server,
+        MemoryScope("default", overrides=remote_overrides(store, server.base_url)) as scope,
+    ):
+        assert server.requests == []  # opened, even though the sizes differ: nothing was asked yet
+        assert [record.memory for record in scope.get_all("ann")] == ["likes green tea"]  # no vectors needed
+        with pytest.raises(MemoryScopeError) as raised:  # the store's StoreError, as the retrieving worker's
+            scope.search("tea", user_id="ann")
     message = str(raised.value)
     assert str(store) in message and "'fake-bge'" in message
     assert "dimension 64" in message and "dimension 32" in message
@@ -102,9 +106,9 @@ def test_a_configured_dimensions_is_recorded_at_open_without_a_call(tmp_path: Pa
 
 def test_a_configured_dimensions_unlike_the_replies_names_the_setting(tmp_path: Path, fake_openai: FakeOpenAIServer) -> None:
     overrides = remote_overrides(tmp_path / "m.db", fake_openai.base_url, dimensions=96)
-    with MemoryScope("default", overrides=overrides) as scope:
-        with pytest.raises(MemoryScopeError, match=r"expected vectors of size 96 \(`dimensions` in its config\), got 128"):
-            scope.search("tea", user_id="ann")
+    expected = r"expected vectors of size 96 \(`dimensions` in its config\), got 128"
+    with MemoryScope("default", overrides=overrides) as scope, pytest.raises(MemoryScopeError, match=expected):
+        scope.search("tea", user_id="ann")
 
 
 def test_another_model_in_the_file_is_still_refused_when_opened(tmp_path: Path, fake_openai: FakeOpenAIServer) -> None:

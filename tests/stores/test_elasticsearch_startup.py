@@ -47,9 +47,11 @@ def test_opening_sends_no_request_anywhere(cluster: FakeElasticsearch, fake_open
 
 
 def test_reads_of_an_existing_index_need_no_model_and_a_search_waits_for_it(cluster: FakeElasticsearch) -> None:
-    with FakeOpenAIServer() as server:
-        with ElasticsearchMemoryStore(hosts=[cluster.url], embedding_model=remote_model(server.base_url)) as store:
-            store.upsert([make_node("likes green tea", memory_id="tea")])
+    with (
+        FakeOpenAIServer() as server,
+        ElasticsearchMemoryStore(hosts=[cluster.url], embedding_model=remote_model(server.base_url)) as store,
+    ):
+        store.upsert([make_node("likes green tea", memory_id="tea")])
     port = closed_port()
     with ElasticsearchMemoryStore(hosts=[cluster.url], embedding_model=remote_model(f"http://127.0.0.1:{port}/v1")) as store:
         assert store.count(ANN) == 1  # the index is opened and its model matched by name; no vector needed
@@ -62,17 +64,21 @@ def test_reads_of_an_existing_index_need_no_model_and_a_search_waits_for_it(clus
 
 
 def test_an_index_of_another_size_is_refused_when_the_size_is_learned(cluster: FakeElasticsearch) -> None:
-    with FakeOpenAIServer(embedding_dimension=64) as server:
-        with ElasticsearchMemoryStore(hosts=[cluster.url], embedding_model=remote_model(server.base_url)) as store:
-            store.upsert([make_node("likes green tea")])
+    with (
+        FakeOpenAIServer(embedding_dimension=64) as server,
+        ElasticsearchMemoryStore(hosts=[cluster.url], embedding_model=remote_model(server.base_url)) as store,
+    ):
+        store.upsert([make_node("likes green tea")])
     bulks = [request for request in cluster.requests if request.path.endswith("/_bulk")]
-    with FakeOpenAIServer(embedding_dimension=32) as server:
-        with ElasticsearchMemoryStore(hosts=[cluster.url], embedding_model=remote_model(server.base_url)) as store:
-            assert store.count(ANN) == 1
-            with pytest.raises(StoreError) as raised:
-                store.search(ANN, query="tea")
-            with pytest.raises(StoreError, match="dimension 64"):  # every time, not only the first
-                store.upsert([make_node("keeps bees")])
+    with (
+        FakeOpenAIServer(embedding_dimension=32) as server,
+        ElasticsearchMemoryStore(hosts=[cluster.url], embedding_model=remote_model(server.base_url)) as store,
+    ):
+        assert store.count(ANN) == 1
+        with pytest.raises(StoreError) as raised:
+            store.search(ANN, query="tea")
+        with pytest.raises(StoreError, match="dimension 64"):  # every time, not only the first
+            store.upsert([make_node("keeps bees")])
     message = str(raised.value)
     assert "'fake-bge'" in message and "dimension 64" in message and "dimension 32" in message
     assert "memoryscope reembed" in message and "dimensions: 64" in message and "memoryscope_memory" in message
