@@ -74,6 +74,12 @@ class MemoryStore(ABC):
 
     embedding_model: EmbeddingModel  # makes the vectors of every write and search
 
+    @classmethod
+    def missing_packages(cls) -> list[str]:
+        """What this backend needs that is not installed, each with the command that installs
+        it ([] when nothing is missing); `memoryscope check-config` and `doctor` report them."""
+        return []
+
     @property
     def dimension(self) -> int:
         """The vector size of `embedding_model`, asked of it when an operation first needs it

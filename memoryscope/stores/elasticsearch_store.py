@@ -160,6 +160,14 @@ class ElasticsearchMemoryStore(MemoryStore):
         self._index_lock = threading.Lock()
         self._allow_model_change = allow_model_change
 
+    @classmethod
+    def missing_packages(cls) -> list[str]:
+        try:
+            import elasticsearch  # noqa: F401  # imported to see that it can be: a broken install fails here too
+        except ImportError as error:
+            return [f"the Elasticsearch client (the `elasticsearch` package) cannot be imported ({error}): {_INSTALL}"]
+        return []
+
     @property
     def dimension(self) -> int:
         """The embedding model's vector size. Asked of the model when first needed (a remote
