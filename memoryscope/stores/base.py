@@ -74,6 +74,12 @@ class MemoryStore(ABC):
 
     embedding_model: EmbeddingModel  # makes the vectors of every write and search
 
+    def reach(self) -> tuple[str, bool]:
+        """Whether the store can be used as it stands, for `memoryscope doctor`: what was found
+        (one line) and whether it holds anything to check further; a StoreError saying what is
+        wrong and what to do otherwise. Creates nothing."""
+        return f"{type(self).__name__} opened", True
+
     @classmethod
     def missing_packages(cls) -> list[str]:
         """What this backend needs that is not installed, each with the command that installs

@@ -229,6 +229,18 @@ class ElasticsearchMemoryStore(MemoryStore):
             self._dimension = int(self.embedding_model.dimension)  # no index opened yet: nothing to match
         return self._dimension
 
+    def reach(self) -> tuple[str, bool]:
+        """The cluster answers (`GET /`), and whether the index exists (not created here)."""
+        index = self._index
+        with index.calling("reaching the cluster"):
+            version = index.client.info().body.get("version", {}).get("number", "?")
+        with index.calling("looking for the index"):
+            exists = bool(index.client.indices.exists(index=index.name))
+        found = f"Elasticsearch {version} at {', '.join(self.hosts)} answers"
+        if not exists:
+            return f"{found}; index {index.name!r} does not exist yet (the first write creates it)", False
+        return f"{found}; index {index.name!r} exists", True
+
     @property
     def recorded_embedding(self) -> tuple[str, int]:
         """The model named in the index's `_meta` (the index is opened, or created, to read it)."""

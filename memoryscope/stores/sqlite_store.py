@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 import threading
 from collections import Counter
@@ -494,6 +495,17 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
         with self._connections.errors():
             dimension = self._recorded[1] if self._dimension is None else self._dimension  # no model call to check a file
             return check_store(self._connections.connection(), self.path, dimension, full=full)
+
+    def reach(self) -> tuple[str, bool]:
+        """The file opened (which takes a write lock) and its folder writable (SQLite keeps its
+        `-wal` and `-shm` files there)."""
+        for place in (self.path, self.path.parent):
+            if not os.access(place, os.W_OK):
+                raise StoreError(
+                    f"memory store {self.path}: {place} is not writable by this user; give it write permission, "
+                    "or point memory_store.path at a writable place"
+                )
+        return f"{self.path} opens and is writable", True
 
     @staticmethod
     def check_file(path: str | Path, *, full: bool = True) -> list[str]:
