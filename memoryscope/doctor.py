@@ -73,7 +73,7 @@ def _check_store(loaded: Any, models: dict[str, Any], say: Callable[[str], None]
     try:
         store = _open_store(loaded, models)
     except StoreError as error:
-        say(f"  cannot open it: {error}")
+        say(f"  FAIL cannot open it: {error}")
         check_file = getattr(spec.cls, "check_file", None)
         if isinstance(path, Path) and check_file is not None:
             _print_problems(say, "file (PRAGMA integrity_check)", [str(line) for line in check_file(path, full=True)])
