@@ -77,8 +77,9 @@ def test_everything_reachable_passes_line_by_line(
     assert f"'fake-bge' at {fake_openai.base_url}/embeddings" in reached and "dimension 128" in reached
     assert line(lines, "skip model.generation_model").endswith("the steps that need it are skipped")
     assert f"{tmp_path / 'm.db'} opens and is writable" in line(lines, "ok   /")
-    assert "dimension 128, as the store's vectors" in line(lines, "ok   embedding model")
-    assert "1 memories of 1 users" in lines[lines.index("  ok   embedding model 'fake-bge': dimension 128, as the store's vectors") + 1]
+    matched = line(lines, "ok   embedding model")
+    assert "dimension 128, as the store's vectors" in matched
+    assert "1 memories of 1 users" in lines[lines.index(matched) + 1]
     assert lines[-1] == "ok: nothing wrong found"
 
 

@@ -15,7 +15,7 @@ def missing_packages(config: Config) -> list[str]:
     specs: list[ComponentSpec] = [*config.models.values()]
     if config.store is not None:
         specs.insert(0, config.store)
-    lines = []
+    lines: list[str] = []
     for spec in specs:
         check = getattr(spec.cls, "missing_packages", None)
         if callable(check):
