@@ -146,3 +146,18 @@ def test_a_server_starts_while_the_embedding_endpoint_is_down(tmp_path: Path) ->
     finally:
         live.stop()
         scope.close()
+
+
+@pytest.mark.parametrize("config", ["siliconflow", "siliconflow_zh", "openai", "dashscope", "elasticsearch"])
+def test_every_shipped_remote_config_builds_with_the_network_off(
+    config: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The suite blocks every connection but loopback: building must not try one (it did: the
+    store asked the embedding endpoint for its vector size)."""
+    if config == "elasticsearch":
+        pytest.importorskip("elasticsearch")
+    for name in ("SILICONFLOW_API_KEY", "OPENAI_API_KEY", "DASHSCOPE_API_KEY"):
+        monkeypatch.setenv(name, "sk-test")
+    monkeypatch.setenv("MEMORYSCOPE_STORE_PATH", str(tmp_path / "m.db"))
+    with MemoryScope(config) as scope:
+        assert scope.store is not None and scope.store.embedding_model.known_dimension is None
