@@ -109,7 +109,11 @@ class ElasticsearchMemoryStore(MemoryStore):
         and the credential settings; the store then leaves closing it to the caller.
 
         `allow_model_change` (not a YAML key): open an index whose vectors another embedding model
-        made, to `reembed` it; until then writes and searches are refused."""
+        made, to `reembed` it; until then writes and searches are refused.
+
+        Building the store sends no request, to Elasticsearch or to the embedding model (but to
+        re-embed, which needs the model at once): the index is opened by the first operation, and
+        a remote model's vector size learned when first needed (`dimension`)."""
         params = validated_params(
             self.Params,
             "elasticsearch_memory_store",

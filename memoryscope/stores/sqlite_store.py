@@ -125,8 +125,9 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
         """`allow_model_change` (not a YAML key): open a file whose vectors another embedding
         model made, to `reembed` it; until then writes and searches are refused.
 
-        Opening never calls the embedding model: a remote model's vector size is learned when an
-        operation first needs it (`dimension`), and checked against the file's then."""
+        Opening never calls the embedding model (but to re-embed, which needs it at once): a
+        remote model's vector size is learned when an operation first needs it (`dimension`), and
+        checked against the file's then."""
         params = validated_params(
             self.Params,
             "sqlite_memory_store",
