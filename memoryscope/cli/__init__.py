@@ -110,6 +110,7 @@ def _parser() -> argparse.ArgumentParser:
 def _check_config(args: argparse.Namespace) -> int:
     from memoryscope.config import load_config
     from memoryscope.config.keys import key_warnings
+    from memoryscope.config.packages import missing_packages
 
     failed = 0
     for source in args.config:
@@ -118,6 +119,11 @@ def _check_config(args: argparse.Namespace) -> int:
         except MemoryScopeError as error:
             failed += 1
             print(f"FAIL {source}\n{error}", file=sys.stderr)
+            continue
+        missing = missing_packages(config)
+        if missing:  # the config is sound, but it cannot run here
+            failed += 1
+            print(f"FAIL {source}: a package it needs is missing\n" + "\n".join(f"  {line}" for line in missing), file=sys.stderr)
             continue
         operations = sum(len(service.operations) for service in config.services.values())
         print(f"ok   {source}: {len(config.models)} models, {len(config.workers)} workers, {operations} operations")

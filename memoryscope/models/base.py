@@ -306,7 +306,15 @@ class EmbeddingModel(_Model):
 
     @property
     @abstractmethod
-    def dimension(self) -> int: ...
+    def dimension(self) -> int:
+        """The vector size; a remote model not told it (`dimensions`) asks the server once."""
+
+    @property
+    def known_dimension(self) -> int | None:
+        """The vector size when known without calling the model, else None (a remote model
+        learns it from its first reply). Opening a store reads this, never `dimension`: nothing
+        reaches a model before the first operation that needs it."""
+        return self.dimension
 
     @abstractmethod
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:

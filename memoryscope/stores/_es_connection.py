@@ -1,9 +1,16 @@
 """Connecting `elasticsearch_memory_store`: the client from its settings, client errors as
 one-line messages that name the hosts but never a credential, and the check that an opened
-index was made for the store's embedding model."""
+index was made for the store's embedding model.
+
+The client logs each failed attempt of a request at WARNING, with the whole traceback of its
+HTTP library (an unreachable cluster: ~160 lines before the store's one-line error).
+`quiet_client_logs` moves those records to DEBUG: they show when the client's loggers (or the
+root logger) are set to DEBUG, and the store's StoreError says what failed.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -13,9 +20,44 @@ from urllib.parse import urlsplit, urlunsplit
 from memoryscope.errors import StoreError
 from memoryscope.stores import _es_queries as queries
 
-__all__ = ["build_client", "safe_hosts", "client_hosts", "item_reason", "api_reason", "transport_reason", "recorded_model"]
+__all__ = [
+    "build_client",
+    "safe_hosts",
+    "client_hosts",
+    "item_reason",
+    "api_reason",
+    "transport_reason",
+    "recorded_model",
+    "check_dimension",
+    "quiet_client_logs",
+]
 
 _ERRNO = re.compile(r"\[Errno -?\d+\] [^)'\"]+")
+
+
+# the loggers of `elastic_transport` (the client's transport) that log each failed attempt
+_CLIENT_LOGGERS = ("elastic_transport.transport", "elastic_transport.node_pool", "elastic_transport.node")
+
+
+class _RetryNoiseToDebug(logging.Filter):
+    """A client's record of a failed attempt, told at DEBUG: passed on only where DEBUG is on."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno > logging.WARNING:
+            return True  # an error the client did not retry: not noise
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+
+
+_QUIET = _RetryNoiseToDebug()
+
+
+def quiet_client_logs() -> None:
+    """Tell the client's per-attempt warnings (and their tracebacks) at DEBUG; idempotent."""
+    for name in _CLIENT_LOGGERS:
+        logger = logging.getLogger(name)
+        if _QUIET not in logger.filters:
+            logger.addFilter(_QUIET)
 
 
 def build_client(elasticsearch: Any, params: Any) -> Any:
@@ -112,14 +154,16 @@ def _one_line(text: str, limit: int = 300) -> str:
 
 
 def recorded_model(
-    mappings: dict[str, Any], name: str, dimension: int, allow_model_change: bool, where: Callable[[str], str]
-) -> tuple[str, int]:
-    """The embedding model and dimension an opened index records in its `_meta`.
+    mappings: dict[str, Any], name: str, dimension: int | None, allow_model_change: bool, where: Callable[[str], str]
+) -> tuple[str, int] | None:
+    """The embedding model and dimension an opened index records in its `_meta` (None: no index
+    in `mappings` and the dimension not known).
 
     Raises (each message passed through `where`) when the index was not made by MemoryScope, has
     a schema version this MemoryScope cannot read or upgrade, or records another model, unless
-    `allow_model_change`."""
-    found = (name, dimension)
+    `allow_model_change`. `dimension` None (the model not asked yet): the name is matched now,
+    the size by `check_dimension` when the store learns it."""
+    found: tuple[str, int] | None = None if dimension is None else (name, dimension)
     for concrete, entry in mappings.items():
         meta = (entry.get("mappings") or {}).get("_meta") or {}
         recorded, recorded_dimension = meta.get("embedding_model"), meta.get("dimension")
@@ -133,12 +177,28 @@ def recorded_model(
             raise StoreError(where(
                 f"index {concrete!r} has schema version {version}; this MemoryScope reads {queries.SCHEMA_VERSION}"
             ))  # fmt: skip
-        if (recorded != name or recorded_dimension != dimension) and allow_model_change:
+        mismatch = recorded != name or (dimension is not None and recorded_dimension != dimension)
+        if mismatch and allow_model_change:
             found = (str(recorded), int(recorded_dimension or 0))
-        elif recorded != name or recorded_dimension != dimension:
+        elif mismatch:
+            shown = "not known yet" if dimension is None else dimension
             raise StoreError(where(
                 f"index {concrete!r} holds vectors made by embedding model {recorded!r} (dimension {recorded_dimension}), "
-                f"but it was opened with {name!r} (dimension {dimension}); re-embed it with "
+                f"but it was opened with {name!r} (dimension {shown}); re-embed it with "
                 "`memoryscope reembed --config CONFIG` or set memory_store.index_name to another index"
             ))  # fmt: skip
+        elif found is None:
+            found = (name, int(recorded_dimension or 0))
     return found
+
+
+def check_dimension(recorded: tuple[str, int], name: str, dimension: int, where: Callable[[str], str]) -> None:
+    """Refuse a model whose vector size, learned after the index was opened, is not the index's."""
+    recorded_name, recorded_dimension = recorded
+    if recorded_name == name and recorded_dimension != dimension:
+        raise StoreError(where(
+            f"the index holds vectors of dimension {recorded_dimension} made by embedding model {name!r}, but that "
+            f"model now gives vectors of dimension {dimension}; set `dimensions: {recorded_dimension}` under "
+            "model.embedding_model if the model can make them (with `send_dimensions: true`), or re-embed it with "
+            "`memoryscope reembed --config CONFIG`, or set memory_store.index_name to another index"
+        ))  # fmt: skip

@@ -54,7 +54,9 @@ class EsIndex:
         hosts: Sequence[str],
         refresh: str,
         request_timeout: float,
-        embedding: tuple[str, int],
+        embedding_name: str,
+        dimension: Callable[[], int],
+        known_dimension: Callable[[], int | None],
         api_error: type[Exception],
         transport_error: type[Exception],
     ) -> None:
@@ -62,7 +64,9 @@ class EsIndex:
         self.name = name
         self.hosts = list(hosts)
         self.refresh = refresh  # the `refresh` parameter of every write, unless one says otherwise
-        self.embedding = embedding  # (model name, dimension) the store writes and searches with
+        self.embedding_name = embedding_name  # the model the store writes and searches with
+        self._dimension = dimension  # its vector size (asks the model when first needed)
+        self._known_dimension = known_dimension  # the size if known already, else None
         self.api_error = api_error  # `elasticsearch.ApiError`, for a caller that answers one status itself
         self.recorded: tuple[str, int] | None = None  # the model the opened index's _meta records
         self.metadata_filled = True  # every document has its `meta_index` objects (`_es_metadata`)
@@ -101,6 +105,11 @@ class EsIndex:
 
     # ---- the embedding model --------------------------------------------------------------------
 
+    @property
+    def embedding(self) -> tuple[str, int]:
+        """(model name, dimension) the store writes and searches with (the size asked if not known)."""
+        return self.embedding_name, self._dimension()
+
     def unit_rows(self, vectors: Any, count: int, what: str) -> np.ndarray:
         """`count` unit rows of the index's dimension, or a StoreError naming `what` was wrong."""
         return unit_rows(vectors, count, self.embedding[1], self.embedding[0], what)
@@ -108,10 +117,11 @@ class EsIndex:
     def require_current_model(self, action: str) -> None:
         """Refuse `action` while the index holds another model's vectors (opened to re-embed them)."""
         recorded = self.recorded
-        if recorded is not None and recorded != self.embedding:
+        known = self._known_dimension()  # not known yet: the name was matched when opened, the size is when learned
+        if recorded is not None and (recorded[0] != self.embedding_name or known not in (None, recorded[1])):
             raise StoreError(self.where(
                 f"the index holds vectors made by embedding model {recorded[0]!r} (dimension {recorded[1]}) and was "
-                f"opened to re-embed them with {self.embedding[0]!r}: {action} waits until reembed() has run"
+                f"opened to re-embed them with {self.embedding_name!r}: {action} waits until reembed() has run"
             ))  # fmt: skip
 
     # ---- requests -------------------------------------------------------------------------------

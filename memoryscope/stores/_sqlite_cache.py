@@ -22,7 +22,7 @@ import logging
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -398,7 +398,9 @@ def _reload(connection: sqlite3.Connection, matrix: UserMatrix, user_name: str) 
 class MatrixCache:
     """The matrices of the most recently searched users (least recently used dropped first)."""
 
-    def __init__(self, dimension: int, max_users: int) -> None:
+    def __init__(self, dimension: Callable[[], int], max_users: int) -> None:
+        """`dimension`: the store's vector size, asked when a first matrix is made (a dense
+        search has its query vector by then, so the size is known without a model call)."""
         self._dimension = dimension
         self._max_users = max_users
         self._matrices: OrderedDict[str, UserMatrix] = OrderedDict()
@@ -408,7 +410,7 @@ class MatrixCache:
         with self._lock:
             matrix = self._matrices.get(user_name)
             if matrix is None:
-                matrix = self._matrices[user_name] = UserMatrix(self._dimension)
+                matrix = self._matrices[user_name] = UserMatrix(self._dimension())
                 while len(self._matrices) > self._max_users:
                     self._matrices.popitem(last=False)
             else:

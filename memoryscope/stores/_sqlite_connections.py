@@ -58,11 +58,15 @@ class SqliteConnections:
         self._lock = threading.Lock()
         self._closed = False
 
-    def open(self, embedding_model: EmbeddingModel, dimension: int, *, allow_model_change: bool = False) -> tuple[str, int]:
+    def open(
+        self, embedding_model: EmbeddingModel, dimension: int | None, *, allow_model_change: bool = False
+    ) -> tuple[str, int | None]:
         """Create or check the file: WAL on, schema in place, the embedding model recorded or matched.
 
         Returns the recorded `(model name, dimension)`; another model than `embedding_model` is
-        an error unless `allow_model_change` (the store is being opened to re-embed)."""
+        an error unless `allow_model_change` (the store is being opened to re-embed). `dimension`
+        None (a remote model not yet asked): only the name is matched now, and the dimension
+        later (`record_dimension`); the recorded dimension is then None on a new file."""
         if str(self.path) == ":memory:" or str(self.path).startswith("file:"):
             raise StoreError(f"sqlite_memory_store needs a file path, got {str(self.path)!r}")
         if self.path.is_dir():
@@ -95,6 +99,17 @@ class SqliteConnections:
             raise StoreError(f"cannot open memory store {self.path}: {error}") from None
         return recorded
 
+    def record_dimension(self, name: str, dimension: int) -> tuple[str, int]:
+        """The model's `dimension`, learned after the open, matched against the file's (or
+        recorded, when the file has none yet); the recorded `(model name, dimension)`."""
+        with self.errors():
+            recorded = dict(self.connection().execute("SELECT key, value FROM store_meta").fetchall())
+            if recorded.get("embedding_model") == name and recorded.get("embedding_dimension") == str(dimension):
+                return name, dimension  # the common case: read only
+            with self.write_transaction() as connection:
+                found = self._check_recorded_model(connection, name, dimension, False)
+        return found[0], dimension
+
     def _check_on_open(self) -> None:
         """Refuse a damaged file: `quick_check` when small enough, else its header's page count."""
         try:
@@ -110,9 +125,10 @@ class SqliteConnections:
             raise StoreError(damaged_message(self.path, "PRAGMA quick_check says: " + "; ".join(found[:_SHOWN_LINES])))
 
     def _check_recorded_model(
-        self, connection: sqlite3.Connection, name: str, dimension: int, allow_model_change: bool
-    ) -> tuple[str, int]:
-        """Record the embedding model on first open; refuse another model on later opens (unless allowed)."""
+        self, connection: sqlite3.Connection, name: str, dimension: int | None, allow_model_change: bool
+    ) -> tuple[str, int | None]:
+        """Record the embedding model on first open; refuse another model on later opens (unless
+        allowed). An unknown `dimension` is left to match (or record) when learned."""
         recorded = dict(connection.execute("SELECT key, value FROM store_meta").fetchall())
         version = recorded.setdefault("schema_version", SCHEMA_VERSION)
         if version != SCHEMA_VERSION:
@@ -123,22 +139,33 @@ class SqliteConnections:
             migrate_schema(connection, version)  # an older file: brought up to date, nothing lost
             connection.execute("UPDATE store_meta SET value = ? WHERE key = 'schema_version'", (SCHEMA_VERSION,))
         recorded_name = recorded.get("embedding_model")
-        if recorded_name is None:
-            connection.executemany(
-                "INSERT OR REPLACE INTO store_meta (key, value) VALUES (?, ?)",
-                [("schema_version", SCHEMA_VERSION), ("embedding_model", name), ("embedding_dimension", str(dimension))],
-            )
-            return name, dimension
         recorded_dimension = recorded.get("embedding_dimension")
+        if recorded_name is None or (recorded_name == name and recorded_dimension is None and dimension is not None):
+            values = [("schema_version", SCHEMA_VERSION), ("embedding_model", name)]
+            if dimension is not None:
+                values.append(("embedding_dimension", str(dimension)))
+            connection.executemany("INSERT OR REPLACE INTO store_meta (key, value) VALUES (?, ?)", values)
+            return name, dimension
+        stored = None if recorded_dimension is None else int(recorded_dimension)
         if allow_model_change:
-            return recorded_name, int(recorded_dimension or 0)
-        if recorded_name != name or recorded_dimension != str(dimension):
-            raise StoreError(
-                f"memory store {self.path} holds vectors made by embedding model {recorded_name!r} "
-                f"(dimension {recorded_dimension}), but it was opened with {name!r} (dimension {dimension}); "
-                "re-embed it with `memoryscope reembed --config ...` or point memory_store.path at another file"
+            return recorded_name, stored or 0
+        if recorded_name != name or (dimension is not None and stored is not None and stored != dimension):
+            raise StoreError(self._model_mismatch(recorded_name, stored, name, dimension))
+        return name, stored if dimension is None else dimension
+
+    def _model_mismatch(self, recorded_name: str, stored: int | None, name: str, dimension: int | None) -> str:
+        fix = "re-embed it with `memoryscope reembed --config ...` or point memory_store.path at another file"
+        if recorded_name == name:
+            return (
+                f"memory store {self.path} holds vectors of dimension {stored} made by embedding model {name!r}, "
+                f"but that model now gives vectors of dimension {dimension}; set `dimensions: {stored}` under "
+                f"model.embedding_model if the model can make them (with `send_dimensions: true`), or {fix}"
             )
-        return name, dimension
+        shown = "not known yet" if dimension is None else str(dimension)
+        return (
+            f"memory store {self.path} holds vectors made by embedding model {recorded_name!r} "
+            f"(dimension {stored}), but it was opened with {name!r} (dimension {shown}); {fix}"
+        )
 
     def connection(self) -> sqlite3.Connection:
         """This thread's connection (created on first use)."""
@@ -243,9 +270,10 @@ def file_problems(path: Path, *, full: bool = True) -> list[str]:
         return _check_lines(connection, "integrity_check" if full else "quick_check")
 
 
-def check_store(connection: sqlite3.Connection, path: Path, dimension: int, *, full: bool) -> dict[str, list[str]]:
+def check_store(connection: sqlite3.Connection, path: Path, dimension: int | None, *, full: bool) -> dict[str, list[str]]:
     """Every problem in the file, by what was checked: the file's structure (`integrity_check`,
-    `quick_check` unless `full`), every memory row, every vector, the keyword index."""
+    `quick_check` unless `full`), every memory row, every vector (of `dimension`: None when
+    none is recorded yet, so any vector is one of the wrong size), the keyword index."""
     pragma = "integrity_check" if full else "quick_check"
     report = {"file": [f"PRAGMA {pragma} says: {line}" for line in _check_lines(connection, pragma)]}
     checks = {"memories": _row_problems, "vectors": lambda c: _vector_problems(c, dimension), "keyword index": _word_problems}
@@ -276,13 +304,13 @@ def _row_problems(connection: sqlite3.Connection) -> list[str]:
     return problems
 
 
-def _vector_problems(connection: sqlite3.Connection, dimension: int) -> list[str]:
+def _vector_problems(connection: sqlite3.Connection, dimension: int | None) -> list[str]:
     problems = []
     sql = "SELECT m.memory_id, v.vector FROM memories AS m LEFT JOIN memory_vectors AS v ON v.row_id = m.row_id"
     with closing(connection.execute(sql)) as cursor:
         while rows := cursor.fetchmany(1000):
             for memory_id, blob in rows:
-                found = "it has none" if blob is None else vector_damage(blob, dimension)
+                found = "it has none" if blob is None else vector_damage(blob, dimension or 0)
                 if found is not None:
                     problems.append(f"memory {memory_id!r}: its vector is missing or damaged ({found}); {VECTOR_ADVICE}")
     return problems

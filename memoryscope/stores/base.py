@@ -73,7 +73,24 @@ class MemoryStore(ABC):
     """A durable home for memory nodes and their vectors."""
 
     embedding_model: EmbeddingModel  # makes the vectors of every write and search
-    dimension: int  # of `embedding_model`
+
+    def reach(self) -> tuple[str, bool]:
+        """Whether the store can be used as it stands, for `memoryscope doctor`: what was found
+        (one line) and whether it holds anything to check further; a StoreError saying what is
+        wrong and what to do otherwise. Creates nothing."""
+        return f"{type(self).__name__} opened", True
+
+    @classmethod
+    def missing_packages(cls) -> list[str]:
+        """What this backend needs that is not installed, each with the command that installs
+        it ([] when nothing is missing); `memoryscope check-config` and `doctor` report them."""
+        return []
+
+    @property
+    def dimension(self) -> int:
+        """The vector size of `embedding_model`, asked of it when an operation first needs it
+        (never when the store is opened: a remote model may not be reachable yet)."""
+        return int(self.embedding_model.dimension)
 
     @abstractmethod
     def upsert(

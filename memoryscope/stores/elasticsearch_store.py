@@ -109,7 +109,11 @@ class ElasticsearchMemoryStore(MemoryStore):
         and the credential settings; the store then leaves closing it to the caller.
 
         `allow_model_change` (not a YAML key): open an index whose vectors another embedding model
-        made, to `reembed` it; until then writes and searches are refused."""
+        made, to `reembed` it; until then writes and searches are refused.
+
+        Building the store sends no request, to Elasticsearch or to the embedding model (but to
+        re-embed, which needs the model at once): the index is opened by the first operation, and
+        a remote model's vector size learned when first needed (`dimension`)."""
         params = validated_params(
             self.Params,
             "elasticsearch_memory_store",
@@ -137,8 +141,11 @@ class ElasticsearchMemoryStore(MemoryStore):
         self.params = params
         self.index_name = params.index_name
         self.embedding_model = embedding_model
-        self.dimension = int(embedding_model.dimension)
+        # re-embedding needs the model at once; else the size is learned when first needed
+        known = int(embedding_model.dimension) if allow_model_change else embedding_model.known_dimension
+        self._dimension: int | None = None if known is None else int(known)
         self._owns_client = client is None
+        connection.quiet_client_logs()  # each failed attempt at DEBUG: the StoreError says what failed
         client = client if client is not None else connection.build_client(elasticsearch, params)
         self.hosts = connection.safe_hosts(params.hosts) if self._owns_client else connection.client_hosts(client)
         self._index = EsIndex(
@@ -147,13 +154,38 @@ class ElasticsearchMemoryStore(MemoryStore):
             hosts=self.hosts,
             refresh=params.refresh,
             request_timeout=params.request_timeout,
-            embedding=(embedding_model.model_name, self.dimension),
+            embedding_name=embedding_model.model_name,
+            dimension=lambda: self.dimension,
+            known_dimension=lambda: self._dimension,
             api_error=elasticsearch.ApiError,
             transport_error=elasticsearch.TransportError,
         )
         self._index_ready = False
         self._index_lock = threading.Lock()
         self._allow_model_change = allow_model_change
+
+    @classmethod
+    def missing_packages(cls) -> list[str]:
+        try:
+            import elasticsearch  # noqa: F401  # imported to see that it can be: a broken install fails here too
+        except ImportError as error:
+            return [f"the Elasticsearch client (the `elasticsearch` package) cannot be imported ({error}): {_INSTALL}"]
+        return []
+
+    @property
+    def dimension(self) -> int:
+        """The embedding model's vector size. Asked of the model when first needed (a remote
+        model not told its `dimensions` learns it from its first reply, or one probe call), then
+        matched against the opened index's: another size is a StoreError naming both and the fix."""
+        if self._dimension is None:
+            learned = int(self.embedding_model.dimension)  # outside the lock: it may call the model
+            with self._index_lock:
+                if self._dimension is None:
+                    recorded = self._index.recorded
+                    if recorded is not None and not self._allow_model_change:
+                        connection.check_dimension(recorded, self.embedding_model.model_name, learned, self._index.where)
+                    self._dimension = learned
+        return self._dimension
 
     @property
     def client(self) -> Any:
@@ -171,7 +203,9 @@ class ElasticsearchMemoryStore(MemoryStore):
     def ensure_index(self) -> None:
         """Create the index if it is missing, else check it was made for this embedding model.
 
-        Every operation calls this first; call it yourself to fail early at startup."""
+        Every operation calls this first (the first one to create the index also asks the
+        embedding model its vector size, for the mapping); call it yourself to check the cluster
+        at startup (`memoryscope doctor` does)."""
         if self._index_ready:
             return
         with self._index_lock:
@@ -182,16 +216,34 @@ class ElasticsearchMemoryStore(MemoryStore):
                 exists = bool(index.client.indices.exists(index=index.name))
                 if not exists:
                     body = queries.index_body(
-                        embedding_model=self.embedding_model.model_name, dimension=self.dimension, analyzer=self.params.analyzer
+                        embedding_model=self.embedding_model.model_name, dimension=self._learned(), analyzer=self.params.analyzer
                     )
                     exists = not index.create(index.name, body=body)  # False: another process created it first
                 if exists:
                     mappings = index.client.indices.get_mapping(index=index.name).body
                     index.recorded = connection.recorded_model(
-                        mappings, self.embedding_model.model_name, self.dimension, self._allow_model_change, index.where
+                        mappings, self.embedding_model.model_name, self._dimension, self._allow_model_change, index.where
                     )
                     index.metadata_filled = META_INDEX_FIELD not in keywords.upgrade_index(index, mappings)
             self._index_ready = True
+
+    def _learned(self) -> int:
+        """`dimension`, inside `ensure_index` (which holds the lock `dimension` takes to learn it)."""
+        if self._dimension is None:
+            self._dimension = int(self.embedding_model.dimension)  # no index opened yet: nothing to match
+        return self._dimension
+
+    def reach(self) -> tuple[str, bool]:
+        """The cluster answers (`GET /`), and whether the index exists (not created here)."""
+        index = self._index
+        with index.calling("reaching the cluster"):
+            version = index.client.info().body.get("version", {}).get("number", "?")
+        with index.calling("looking for the index"):
+            exists = bool(index.client.indices.exists(index=index.name))
+        found = f"Elasticsearch {version} at {', '.join(self.hosts)} answers"
+        if not exists:
+            return f"{found}; index {index.name!r} does not exist yet (the first write creates it)", False
+        return f"{found}; index {index.name!r} exists", True
 
     @property
     def recorded_embedding(self) -> tuple[str, int]:

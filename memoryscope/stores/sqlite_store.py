@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sqlite3
 import threading
 from collections import Counter
@@ -122,7 +123,11 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
         allow_model_change: bool = False,
     ) -> None:
         """`allow_model_change` (not a YAML key): open a file whose vectors another embedding
-        model made, to `reembed` it; until then writes and searches are refused."""
+        model made, to `reembed` it; until then writes and searches are refused.
+
+        Opening never calls the embedding model (but to re-embed, which needs it at once): a
+        remote model's vector size is learned when an operation first needs it (`dimension`), and
+        checked against the file's then."""
         params = validated_params(
             self.Params,
             "sqlite_memory_store",
@@ -143,22 +148,38 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
         self._written: Counter[str] = Counter()  # memories this object changed, by user: see `close`
         self._written_lock = threading.Lock()
         self.embedding_model = embedding_model
-        self.dimension = int(embedding_model.dimension)
+        # re-embedding needs the model at once; else the size is learned when first needed
+        known = int(embedding_model.dimension) if allow_model_change else embedding_model.known_dimension
+        self._dimension: int | None = None if known is None else int(known)
+        self._dimension_lock = threading.Lock()
         self._connections = SqliteConnections(self.path, params.busy_timeout_s)
-        self._cache = MatrixCache(self.dimension, params.cache_max_users)
+        self._cache = MatrixCache(lambda: self.dimension, params.cache_max_users)
         self._words = KeywordIndex()
         self._nodes = NodeCache(params.node_cache_size)
         self._snapshots = SnapshotWriter(self._connections, params.matrix_snapshot_from)
         memory_words = MemoryWords(self._connections, params.keyword_in_memory_from, params.cache_max_users)
         self._searcher = Searcher(self._cache, self._words, self._connections, self._snapshots, memory_words)
         try:
-            self._recorded = self._connections.open(embedding_model, self.dimension, allow_model_change=allow_model_change)
+            self._recorded = self._connections.open(embedding_model, self._dimension, allow_model_change=allow_model_change)
         except BaseException:
             self.close()
             raise
 
     def __enter__(self) -> SqliteMemoryStore:  # typed as this class, so `with` keeps `.path` and `.dimension`
         return self
+
+    @property
+    def dimension(self) -> int:
+        """The embedding model's vector size. Asked of the model when first needed (a remote
+        model not told its `dimensions` learns it from its first reply, or one probe call), then
+        matched against the file's: another size is a StoreError naming both and the fix."""
+        if self._dimension is None:
+            learned = int(self.embedding_model.dimension)  # outside the lock: it may call the model
+            with self._dimension_lock:
+                if self._dimension is None:
+                    self._recorded = self._connections.record_dimension(self.embedding_model.model_name, learned)
+                    self._dimension = learned
+        return self._dimension
 
     def __repr__(self) -> str:
         return f"SqliteMemoryStore(path={str(self.path)!r}, embedding_model={self.embedding_model.model_name!r})"
@@ -179,11 +200,13 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
     def _leave_snapshots(self) -> None:
         with self._written_lock:
             written, self._written = self._written, Counter()
-        if not written or self._recorded != (self.embedding_model.model_name, self.dimension):
-            return  # nothing written, or opened to re-embed: the vectors are not this model's yet
+        if not written or self._dimension is None or self._recorded != (self.embedding_model.model_name, self._dimension):
+            # nothing written, no vector written (the size was never needed), or opened to
+            # re-embed: the vectors are not this model's yet
+            return
         try:
             with self._connections.errors():
-                self._searcher.leave_snapshots(written, self.dimension)
+                self._searcher.leave_snapshots(written, self._dimension)
         except Exception as error:  # a snapshot only saves time; closing must go on
             _log.warning("could not save matrix snapshots of %s on closing %s: %s", sorted(written), self.path, error)
 
@@ -199,11 +222,15 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
 
     @property
     def recorded_embedding(self) -> tuple[str, int]:
-        return self._recorded
+        name, dimension = self._recorded
+        if dimension is None:  # a new file: its vectors will be the model's, of its size
+            return name, self.dimension
+        return name, dimension
 
     def _require_current_model(self, action: str) -> None:
-        if self._recorded != (self.embedding_model.model_name, self.dimension):
-            name, dimension = self._recorded
+        name, dimension = self._recorded
+        known = self._dimension  # not learned yet: the name was matched at the open, the size is when learned
+        if name != self.embedding_model.model_name or (known is not None and dimension not in (None, known)):
             raise StoreError(
                 f"memory store {self.path} holds vectors made by embedding model {name!r} (dimension {dimension}) and "
                 f"was opened to re-embed them with {self.embedding_model.model_name!r}: {action} waits until reembed() has run"
@@ -467,7 +494,19 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
         `quick_check` unless `full`; "memories": each row decodes; "vectors": each has the store's
         dimension; "keyword index": agrees with the rows). Empty lists: nothing wrong."""
         with self._connections.errors():
-            return check_store(self._connections.connection(), self.path, self.dimension, full=full)
+            dimension = self._recorded[1] if self._dimension is None else self._dimension  # no model call to check a file
+            return check_store(self._connections.connection(), self.path, dimension, full=full)
+
+    def reach(self) -> tuple[str, bool]:
+        """The file opened (which takes a write lock) and its folder writable (SQLite keeps its
+        `-wal` and `-shm` files there)."""
+        for place in (self.path, self.path.parent):
+            if not os.access(place, os.W_OK):
+                raise StoreError(
+                    f"memory store {self.path}: {place} is not writable by this user; give it write permission, "
+                    "or point memory_store.path at a writable place"
+                )
+        return f"{self.path} opens and is writable", True
 
     @staticmethod
     def check_file(path: str | Path, *, full: bool = True) -> list[str]:

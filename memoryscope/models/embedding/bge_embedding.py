@@ -4,8 +4,9 @@ Each batch of at most `batch_size` texts is one request, `POST {api_base}/embedd
 body `{"model": ..., "input": [...], "encoding_format": "float"}` and a bearer key. Rows come
 back ordered by their `index` (servers may answer out of order), L2-normalised, as float32. The
 vector size is `dimensions` when given (sent to the server only with `send_dimensions`), else
-learned from the first reply; asking for it before any call makes one small probe call. Sync
-calls use requests, async ones aiohttp.
+learned from the first reply; asking for `dimension` before any call makes one small probe call
+(`known_dimension` never calls: a store opens without reaching the server, and checks its vectors'
+size when the model first answers). Sync calls use requests, async ones aiohttp.
 
 Each text (with its prefix) is cut to its first `max_input_tokens` tokens before it is sent, as
 counted by cl100k_base (the server's tokenizer is not known here, so the count is an estimate);
@@ -48,7 +49,8 @@ class BgeEmbedding(EmbeddingModel):
         dimensions: int | None = Field(
             default=None,
             gt=0,
-            description="Vector size, when known; else learned from the first reply. Sent only with `send_dimensions`.",
+            description="Vector size, when known; else learned from the first reply (nothing is asked before an "
+            "operation needs it). Checked against every reply and the store's vectors. Sent only with `send_dimensions`.",
         )
         query_prefix: str = Field(
             default="", description="Put before each query, for models that want an instruction (bge v1.5: `Represent ...: `)."
@@ -73,6 +75,10 @@ class BgeEmbedding(EmbeddingModel):
         self._client = json_client(params, self.backend, endpoint)
         self._dimension = params.dimensions
         self._lock = threading.Lock()
+
+    @property
+    def known_dimension(self) -> int | None:
+        return self._dimension
 
     @property
     def dimension(self) -> int:
@@ -169,8 +175,10 @@ class BgeEmbedding(EmbeddingModel):
             if self._dimension is None:
                 self._dimension = matrix.shape[1]
         if matrix.shape[1] != self._dimension:
+            told = "`dimensions` in its config" if self.params.dimensions is not None else "its first reply"
             raise self._client.error(
-                f"expected vectors of size {self._dimension} (`dimensions` or the first reply), got {matrix.shape[1]}"
+                f"expected vectors of size {self._dimension} ({told}), got {matrix.shape[1]}; "
+                f"set `dimensions: {matrix.shape[1]}` under the embedding model's config, or check `model_name`"
             )
         norms = np.linalg.norm(matrix, axis=1, keepdims=True)
         return matrix / np.where(norms == 0.0, 1.0, norms)
