@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any

@@ -76,7 +76,10 @@ def test_single_argument_keywords_keep_the_same_precedence(
     monkeypatch.setenv(ENV_LLM, "env-llm")
     overrides = {"memory_store.path": str(tmp_path / "m.db"), "global.output_memory_max_count": 7}
     with MemoryScope(
-        config_path="default", overrides=overrides, generation_backend="openai_generation", generation_model="gpt-4o",
+        config_path="default",
+        overrides=overrides,
+        generation_backend="openai_generation",
+        generation_model="gpt-4o",
         output_memory_max_count=3,
     ) as ms:
         assert ms.config.models["generation_model"].params.model_name == "env-llm"
