@@ -29,7 +29,7 @@ from memoryscope.config.loading import load_config
 from memoryscope.config.specs import Config
 from memoryscope.door import VERB_OPERATIONS, Door, Limits
 from memoryscope.env import Env
-from memoryscope.errors import ConfigError
+from memoryscope.errors import ConfigError, NotFoundError
 from memoryscope.memory_api import MemoryApi
 from memoryscope.operation import FrontendOperation, Operation
 from memoryscope.service import MemoryService
@@ -56,12 +56,16 @@ class MemoryScope(MemoryApi):
         config: Config | Mapping[str, Any] | None = None,
         overrides: Mapping[str, Any] | None = None,
         arguments: Arguments | None = None,
+        store_must_exist: bool = False,
         **argument_fields: Any,
     ) -> None:
         """`config_path`: a shipped config's name or a YAML path (default: `default`); `config`: a
         validated Config or a raw dict instead; `overrides`: `{"global.language": "zh"}`.
         `arguments` (an `Arguments`) or single `Arguments` fields as keywords: MemoryScope 0.1.x's
-        settings, set over the config."""
+        settings, set over the config (the environment's `MEMORYSCOPE__...` and `overrides` win
+        over them, as over the YAML). `store_must_exist`: for a face that only reads: a SQLite
+        store file that does not exist is a NotFoundError naming it, and nothing is created
+        (by default the first use creates the file and its folders)."""
         if isinstance(config, Config):
             self.config = config
         else:
@@ -70,7 +74,7 @@ class MemoryScope(MemoryApi):
         self.notices: list[str] = list(self.config.notices)
         self._executor = ThreadPoolExecutor(settings.thread_pool_max_workers, thread_name_prefix="memoryscope")
         self.models = self._build_models()
-        self.store = self._build_store()
+        self.store = self._build_store(store_must_exist)
         self.env = Env(settings=settings, models=self.models, store=self.store, notices=self.notices)
         try:
             self.workers = self._build_workers()
@@ -196,10 +200,17 @@ class MemoryScope(MemoryApi):
             models[name] = spec.cls(params)
         return models
 
-    def _build_store(self) -> MemoryStore | None:
+    def _build_store(self, must_exist: bool) -> MemoryStore | None:
         spec = self.config.store
         if spec is None:
             return None
+        path = getattr(spec.params, "path", None)  # a file store's (SQLite); a server's index is made by its server
+        if must_exist and isinstance(path, Path) and not path.exists():
+            raise NotFoundError(
+                f"memory store {path} does not exist, so there is nothing to read (and nothing was created). "
+                "Check the path (memory_store.path, or --store); the first write creates it",
+                code="no_store",
+            )
         return build_store(spec, self.models.__getitem__)
 
     def _build_workers(self) -> dict[str, Worker]:
