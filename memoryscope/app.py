@@ -12,6 +12,8 @@ MemoryScope 0.1.x's forms work too: `MemoryScope(arguments=Arguments(...))`,
 from __future__ import annotations
 
 import logging
+import re
+import shlex
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -29,7 +31,7 @@ from memoryscope.config.loading import load_config
 from memoryscope.config.specs import Config
 from memoryscope.door import VERB_OPERATIONS, Door, Limits
 from memoryscope.env import Env
-from memoryscope.errors import ConfigError, NotFoundError
+from memoryscope.errors import ConfigError, NotFoundError, StoreError
 from memoryscope.memory_api import MemoryApi
 from memoryscope.operation import FrontendOperation, Operation
 from memoryscope.service import MemoryService
@@ -70,6 +72,8 @@ class MemoryScope(MemoryApi):
             self.config = config
         else:
             self.config = _load_config(config_path, config, overrides, arguments, argument_fields)
+        # no config file gives the store (as built): a fix must not say `--config`
+        self._config_file = None if arguments is not None or argument_fields else _config_file(self.config.source)
         settings = self.config.settings
         self.notices: list[str] = list(self.config.notices)
         self._executor = ThreadPoolExecutor(settings.thread_pool_max_workers, thread_name_prefix="memoryscope")
@@ -211,7 +215,27 @@ class MemoryScope(MemoryApi):
                 "Check the path (memory_store.path, or --store); the first write creates it",
                 code="no_store",
             )
-        return build_store(spec, self.models.__getitem__)
+        try:
+            return build_store(spec, self.models.__getitem__)
+        except StoreError as error:
+            if _REEMBED_ADVICE not in str(error) or not isinstance(path, Path):
+                raise
+            raise StoreError(str(error).replace(_REEMBED_ADVICE, self._model_change_fix(path))) from None
+
+    def _model_change_fix(self, path: Path) -> str:
+        """What to do about a store of another embedding model, as commands that run as printed."""
+        if self._config_file is not None:
+            command = f"memoryscope reembed --config {shlex.quote(self._config_file)} --store {shlex.quote(str(path))}"
+            return (
+                f"re-embed its memories with this config's model: `{command}`; "
+                "or point memory_store.path (--store) at another file"
+            )
+        aside = f"mv {shlex.quote(str(path))} {shlex.quote(str(path) + '.bak')}"
+        return (
+            "keep each model's memories in a file of its own: give this one another (store_path= in Arguments, "
+            "--store_path= on the command line, memory_store.path in a config), "
+            f"or set this file aside to start afresh: `{aside}`"
+        )
 
     def _build_workers(self) -> dict[str, Worker]:
         """Every worker some workflow uses, built and bound once, shared by all runs."""
@@ -311,3 +335,16 @@ def _load_config(
     own_base = config is None and config_path is None
     source = config if config is not None else (config_path or base_config_name(settings))
     return load_config(source, overrides, adjust=lambda raw: apply_arguments(raw, settings, given, own_store_path=own_base))
+
+
+# the generic fix a store gives for vectors of another embedding model; a scope knows the runnable one
+_REEMBED_ADVICE = "re-embed it with `memoryscope reembed --config ...` or point memory_store.path at another file"
+_SHIPPED_LABEL = re.compile(r"config '([^']+)'")
+
+
+def _config_file(source: str) -> str | None:
+    """What `--config` takes for a config's `source` label: a shipped name or a path (None: a dict)."""
+    shipped = _SHIPPED_LABEL.fullmatch(source)
+    if shipped:
+        return shipped.group(1)
+    return None if source == "config" else source

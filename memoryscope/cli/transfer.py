@@ -51,6 +51,7 @@ def add_transfer_commands(subparsers: Any) -> None:
         "reembed", help="embed every memory again after changing the embedding model", description=_reembed.__doc__
     )
     reembed.add_argument("--config", default="default", help="config name or YAML path (default: default)")
+    reembed.add_argument("--store", default=None, help="SQLite file to use instead of the config's")
     reembed.add_argument("--batch", type=_positive, default=256, help="memories per embedding call (default: 256)")
     reembed.add_argument("--force", action="store_true", help="re-embed even if the store already uses this model")
     reembed.set_defaults(handler=_guarded(_reembed))
@@ -135,9 +136,11 @@ def _reembed(args: argparse.Namespace) -> int:
     with the new model; the store then opens with it. Stop other users of the store first.
     With the model unchanged, it fills the keyword field of an Elasticsearch index's older
     memories in place (nothing is embedded)."""
+    from memoryscope.config.loading import load_config
     from memoryscope.progress import StderrProgress
     from memoryscope.transfer.stores import reembed
 
-    count = reembed(args.config, batch_size=args.batch, progress=StderrProgress(), force=args.force)
+    config = load_config(args.config, {"memory_store.path": args.store} if args.store else None)
+    count = reembed(config, batch_size=args.batch, progress=StderrProgress(), force=args.force)
     print(f"re-embedded {count} memories", file=sys.stderr)
     return 0
