@@ -38,3 +38,14 @@ def test_no_user_id_still_means_the_default_user(scope: MemoryScope) -> None:
     assert scope.store is not None
     kept = scope.store.scan(MemoryFilter(user_name=service.params.human_name))
     assert [node.content for node in kept] == ["I keep bees"]
+
+
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_the_chat_refuses_a_blank_role_name_too(scope: MemoryScope, blank: str) -> None:
+    chat = scope.default_memory_chat
+    with pytest.raises(InvalidInputError, match=r"user_id is empty"):
+        chat.run_service_operation("list_memory", blank)
+    with pytest.raises(InvalidInputError, match=r"user_id is empty \(role_name\)"):
+        chat.chat_with_memory("I keep bees", role_name=blank)
+    assert scope.store is not None
+    assert scope.store.count(MemoryFilter(user_name=blank)) == 0
