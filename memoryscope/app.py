@@ -40,7 +40,7 @@ from memoryscope.stores.factory import build_store
 from memoryscope.worker import WORKERS, Worker
 from memoryscope.workflow import WorkflowRunner, parse_workflow
 
-__all__ = ["MemoryScope"]
+__all__ = ["MemoryScope", "require_store_file"]
 
 logger = logging.getLogger("memoryscope")
 
@@ -208,13 +208,9 @@ class MemoryScope(MemoryApi):
         spec = self.config.store
         if spec is None:
             return None
-        path = getattr(spec.params, "path", None)  # a file store's (SQLite); a server's index is made by its server
-        if must_exist and isinstance(path, Path) and not path.exists():
-            raise NotFoundError(
-                f"memory store {path} does not exist, so there is nothing to read (and nothing was created). "
-                "Check the path (memory_store.path, or --store); the first write creates it",
-                code="no_store",
-            )
+        if must_exist:
+            require_store_file(self.config)
+        path = getattr(spec.params, "path", None)  # a file store's (SQLite)
         try:
             return build_store(spec, self.models.__getitem__)
         except StoreError as error:
@@ -335,6 +331,18 @@ def _load_config(
     own_base = config is None and config_path is None
     source = config if config is not None else (config_path or base_config_name(settings))
     return load_config(source, overrides, adjust=lambda raw: apply_arguments(raw, settings, given, own_store_path=own_base))
+
+
+def require_store_file(config: Config) -> None:
+    """For a face that only reads: a NotFoundError naming the config's SQLite store file when it
+    does not exist (opening it would create it). A server's store (Elasticsearch) passes."""
+    path = getattr(config.store.params, "path", None) if config.store is not None else None
+    if isinstance(path, Path) and not path.exists():
+        raise NotFoundError(
+            f"memory store {path} does not exist, so there is nothing to read (and nothing was created). "
+            "Check the path (memory_store.path, or --store); the first write creates it",
+            code="no_store",
+        )
 
 
 # the generic fix a store gives for vectors of another embedding model; a scope knows the runnable one

@@ -55,3 +55,13 @@ def test_a_write_creates_the_store_and_its_folders_then_reads_find_it(tmp_path: 
     capsys.readouterr()
     assert main(["run", "list_memory", "--user", "ann", "--store", str(path)]) == 0
     assert "Ann keeps bees" in capsys.readouterr().out
+
+
+def test_export_of_a_store_that_does_not_exist_names_it_and_creates_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "nonexistent" / "x.db"
+    monkeypatch.setenv("MEMORYSCOPE_STORE_PATH", str(path))
+    assert main(["export", "--out", str(tmp_path / "out.jsonl")]) != 0
+    assert f"error: memory store {path} does not exist" in capsys.readouterr().err
+    assert not path.parent.exists() and not (tmp_path / "out.jsonl").exists()

@@ -87,11 +87,15 @@ def _export(args: argparse.Namespace) -> int:
     """Write every memory of the config's store (or of one user) to a JSON lines file: a header
     naming the embedding model, one memory per line (every field, and its vector with
     --vectors), an end line with the count."""
+    from memoryscope.app import require_store_file
+    from memoryscope.config.loading import load_config
     from memoryscope.progress import StderrProgress
     from memoryscope.transfer.jsonl import export_memories
     from memoryscope.transfer.stores import open_store
 
-    with open_store(args.config) as store:
+    config = load_config(args.config)
+    require_store_file(config)  # a read: a store that does not exist is named, not created
+    with open_store(config) as store:
         out = sys.stdout if args.out == "-" else args.out
         count = export_memories(
             store, out, include_vectors=args.vectors, user_name=args.user, batch_size=args.batch, progress=StderrProgress()
