@@ -1,13 +1,14 @@
 """A store SQLite may not write (a read-only folder or file) is reported as not writable, naming
 the path and the fix, never as a damaged store to restore from a backup.
 
-The tests run as root, which ignores permission bits, so the folder is made truly read-only with
-the immutable attribute (`chattr +i`, which binds root too); where the file system has no such
-attribute the end-to-end test is skipped, and the classification is still checked with the real
-error of a connection SQLite opened read-only."""
+As a user, the folder or file is made read-only by its permission bits. Root ignores those, so
+there it is made truly read-only with the immutable attribute (`chattr +i`, which binds root
+too); where the file system has no such attribute the end-to-end tests are skipped, and the
+classification is still checked with the real error of a connection SQLite opened read-only."""
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import subprocess
 from collections.abc import Iterator
@@ -26,7 +27,16 @@ from memoryscope.testing.store_contract import make_node
 
 @contextmanager
 def immutable(path: Path) -> Iterator[None]:
-    """`path` unchangeable, even by root, for the block (skips the test where that cannot be done)."""
+    """`path` unchangeable for the block: by its permission bits for a user, by the immutable
+    attribute for root (which ignores the bits); skips the test where neither can be done."""
+    if os.geteuid() != 0:
+        mode = path.stat().st_mode
+        path.chmod(0o555 if path.is_dir() else 0o444)
+        try:
+            yield
+        finally:
+            path.chmod(mode)
+        return
     made = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True, check=False)
     if made.returncode != 0:
         pytest.skip(f"cannot make a folder read-only for root here (chattr: {made.stderr.strip() or 'missing'})")
