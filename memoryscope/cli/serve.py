@@ -84,13 +84,13 @@ def _serve(args: argparse.Namespace) -> int:
     host = args.host or settings.host
     port = settings.port if args.port is None else args.port
     keys = keys_for(config.source, settings)  # read now: a bad keys file fails before anything starts
-    named = f"--port {port}" if args.port is not None else f"server.port {port} ({config.source})"
-    check_port_free(host, port, named)
     if not keys and not is_loopback(host) and not args.insecure:
         raise MemoryScopeError(
             f"refusing to serve on {host} without API keys: anyone who reaches it could read every user's memories. "
             "Name a keys file in server.api_keys_file, bind 127.0.0.1, or pass --insecure if this is meant"
         )
+    named = f"--port {port}" if args.port is not None else f"server.port {port} ({config.source})"
+    check_port_free(host, port, named)
     logging.getLogger("memoryscope").setLevel(args.log_level.upper())
     options: dict[str, Any] = {
         "host": host, "port": port, "log_level": args.log_level,
