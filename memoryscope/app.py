@@ -72,8 +72,10 @@ class MemoryScope(MemoryApi):
             self.config = config
         else:
             self.config = _load_config(config_path, config, overrides, arguments, argument_fields)
-        # no config file gives the store (as built): a fix must not say `--config`
-        self._config_file = None if arguments is not None or argument_fields else _config_file(self.config.source)
+        # when no config file gives the store and its model as built, a fix must not say `--config`
+        model_overrides = any(str(key).startswith("model.") for key in overrides or {})
+        built_otherwise = arguments is not None or bool(argument_fields) or model_overrides
+        self._config_file = None if built_otherwise else _config_file(self.config.source)
         settings = self.config.settings
         self.notices: list[str] = list(self.config.notices)
         self._executor = ThreadPoolExecutor(settings.thread_pool_max_workers, thread_name_prefix="memoryscope")
