@@ -4,7 +4,9 @@
     memoryscope serve --config my.yaml --host 0.0.0.0 --port 8080 --workers 2
     memoryscope serve --hash-key                              # the sha256 of a key read from stdin
 
-Host, port and everything else default to the config's `server:` section. Without API keys
+Host, port and everything else default to the config's `server:` section. A port out of range
+(0-65535), in use or reserved for root is refused before anything is built, naming `--port` (or
+`server.port`) and a free port to use instead. Without API keys
 (`server.api_keys_file`) the server refuses to bind anything but loopback unless `--insecure`
 says that is meant. Ctrl-C or SIGTERM stops it gracefully: no new connections; requests in flight
 and background operations get `server.shutdown_timeout_s` to finish (counted from the signal),
