@@ -22,7 +22,10 @@ def listening() -> Iterator[int]:
 
 
 @pytest.mark.parametrize("port", ["99999", "-1", "http"])
-def test_a_port_out_of_range_names_the_flag_and_the_range(port: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_port_out_of_range_names_the_flag_and_the_range(
+    port: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))  # were the port let through, the default store would land here
     with pytest.raises(SystemExit) as stopped:
         main(["serve", "--port", port])
     assert stopped.value.code == 2
