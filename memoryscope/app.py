@@ -12,6 +12,8 @@ MemoryScope 0.1.x's forms work too: `MemoryScope(arguments=Arguments(...))`,
 from __future__ import annotations
 
 import logging
+import re
+import shlex
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -29,7 +31,7 @@ from memoryscope.config.loading import load_config
 from memoryscope.config.specs import Config
 from memoryscope.door import VERB_OPERATIONS, Door, Limits
 from memoryscope.env import Env
-from memoryscope.errors import ConfigError
+from memoryscope.errors import ConfigError, NotFoundError, StoreError
 from memoryscope.memory_api import MemoryApi
 from memoryscope.operation import FrontendOperation, Operation
 from memoryscope.service import MemoryService
@@ -38,7 +40,7 @@ from memoryscope.stores.factory import build_store
 from memoryscope.worker import WORKERS, Worker
 from memoryscope.workflow import WorkflowRunner, parse_workflow
 
-__all__ = ["MemoryScope"]
+__all__ = ["MemoryScope", "require_store_file"]
 
 logger = logging.getLogger("memoryscope")
 
@@ -56,21 +58,29 @@ class MemoryScope(MemoryApi):
         config: Config | Mapping[str, Any] | None = None,
         overrides: Mapping[str, Any] | None = None,
         arguments: Arguments | None = None,
+        store_must_exist: bool = False,
         **argument_fields: Any,
     ) -> None:
         """`config_path`: a shipped config's name or a YAML path (default: `default`); `config`: a
         validated Config or a raw dict instead; `overrides`: `{"global.language": "zh"}`.
         `arguments` (an `Arguments`) or single `Arguments` fields as keywords: MemoryScope 0.1.x's
-        settings, set over the config."""
+        settings, set over the config (the environment's `MEMORYSCOPE__...` and `overrides` win
+        over them, as over the YAML). `store_must_exist`: for a face that only reads: a SQLite
+        store file that does not exist is a NotFoundError naming it, and nothing is created
+        (by default the first use creates the file and its folders)."""
         if isinstance(config, Config):
             self.config = config
         else:
             self.config = _load_config(config_path, config, overrides, arguments, argument_fields)
+        # when no config file gives the store and its model as built, a fix must not say `--config`
+        model_overrides = any(str(key).startswith("model.") for key in overrides or {})
+        built_otherwise = arguments is not None or bool(argument_fields) or model_overrides
+        self._config_file = None if built_otherwise else _config_file(self.config.source)
         settings = self.config.settings
         self.notices: list[str] = list(self.config.notices)
         self._executor = ThreadPoolExecutor(settings.thread_pool_max_workers, thread_name_prefix="memoryscope")
         self.models = self._build_models()
-        self.store = self._build_store()
+        self.store = self._build_store(store_must_exist)
         self.env = Env(settings=settings, models=self.models, store=self.store, notices=self.notices)
         try:
             self.workers = self._build_workers()
@@ -196,11 +206,34 @@ class MemoryScope(MemoryApi):
             models[name] = spec.cls(params)
         return models
 
-    def _build_store(self) -> MemoryStore | None:
+    def _build_store(self, must_exist: bool) -> MemoryStore | None:
         spec = self.config.store
         if spec is None:
             return None
-        return build_store(spec, self.models.__getitem__)
+        if must_exist:
+            require_store_file(self.config)
+        path = getattr(spec.params, "path", None)  # a file store's (SQLite)
+        try:
+            return build_store(spec, self.models.__getitem__)
+        except StoreError as error:
+            if _REEMBED_ADVICE not in str(error) or not isinstance(path, Path):
+                raise
+            raise StoreError(str(error).replace(_REEMBED_ADVICE, self._model_change_fix(path))) from None
+
+    def _model_change_fix(self, path: Path) -> str:
+        """What to do about a store of another embedding model, as commands that run as printed."""
+        if self._config_file is not None:
+            command = f"memoryscope reembed --config {shlex.quote(self._config_file)} --store {shlex.quote(str(path))}"
+            return (
+                f"re-embed its memories with this config's model: `{command}`; "
+                "or point memory_store.path (--store) at another file"
+            )
+        aside = f"mv {shlex.quote(str(path))} {shlex.quote(str(path) + '.bak')}"
+        return (
+            "keep each model's memories in a file of its own: give this one another (store_path= in Arguments, "
+            "--store_path= on the command line, memory_store.path in a config), "
+            f"or set this file aside to start afresh: `{aside}`"
+        )
 
     def _build_workers(self) -> dict[str, Worker]:
         """Every worker some workflow uses, built and bound once, shared by all runs."""
@@ -300,3 +333,28 @@ def _load_config(
     own_base = config is None and config_path is None
     source = config if config is not None else (config_path or base_config_name(settings))
     return load_config(source, overrides, adjust=lambda raw: apply_arguments(raw, settings, given, own_store_path=own_base))
+
+
+def require_store_file(config: Config) -> None:
+    """For a face that only reads: a NotFoundError naming the config's SQLite store file when it
+    does not exist (opening it would create it). A server's store (Elasticsearch) passes."""
+    path = getattr(config.store.params, "path", None) if config.store is not None else None
+    if isinstance(path, Path) and not path.exists():
+        raise NotFoundError(
+            f"memory store {path} does not exist, so there is nothing to read (and nothing was created). "
+            "Check the path (memory_store.path, or --store); the first write creates it",
+            code="no_store",
+        )
+
+
+# the generic fix a store gives for vectors of another embedding model; a scope knows the runnable one
+_REEMBED_ADVICE = "re-embed it with `memoryscope reembed --config ...` or point memory_store.path at another file"
+_SHIPPED_LABEL = re.compile(r"config '([^']+)'")
+
+
+def _config_file(source: str) -> str | None:
+    """What `--config` takes for a config's `source` label: a shipped name or a path (None: a dict)."""
+    shipped = _SHIPPED_LABEL.fullmatch(source)
+    if shipped:
+        return shipped.group(1)
+    return None if source == "config" else source

@@ -21,7 +21,7 @@ from memoryscope.compat.inputs import caller_inputs
 from memoryscope.config.bounds import BoundedParams
 from memoryscope.config.specs import GlobalSettings
 from memoryscope.context import CALLER_FIELDS, MemoryContext
-from memoryscope.errors import MemoryScopeError, ServiceClosed, UnknownNameError
+from memoryscope.errors import InvalidInputError, MemoryScopeError, ServiceClosed, UnknownNameError
 from memoryscope.operation import Operation
 from memoryscope.registry import Registry
 from memoryscope.scheduler import Scheduler
@@ -121,9 +121,10 @@ class MemoryService:
 
     def run_operation(self, name: str, user_name: str | None = None, **caller_fields: Any) -> RunResult:
         """Run operation `name` for `user_name` (default `human_name`); caller fields are
-        MemoryContext inputs (`query=...`). `role_name=` names the user as in 0.1.x."""
+        MemoryContext inputs (`query=...`). `role_name=` names the user as in 0.1.x. A blank
+        user id is an InvalidInputError (it names no user)."""
         role_name = caller_fields.pop("role_name", None)
-        user_name = user_name or role_name or self.params.human_name
+        user_name = _user_id(user_name if user_name is not None else role_name, self.params.human_name)
         if self._closed.is_set():
             raise ServiceClosed(f"service {self.name!r} is closed")
         operation = self.operations.get(name) or self.verb_operations.get(name)
@@ -148,7 +149,7 @@ class MemoryService:
         """Run `name` as MemoryScope 0.1.x did: 0.1.x keywords in (`query=`, `memory_id=`,
         `timestamp=`), readable text out; for `role_name` (default `human_name`)."""
         inputs = caller_inputs(name, legacy_inputs, self.settings.tzinfo)
-        result = self.run_operation(name, role_name or self.params.human_name, **inputs)
+        result = self.run_operation(name, _user_id(role_name, self.params.human_name), **inputs)
         return result.readable(name, self.settings.language, self.settings.tzinfo)
 
     def notify_messages(self, user_name: str, target_name: str = "", workspace: str = "") -> None:
@@ -198,6 +199,18 @@ class MemoryService:
         if name in operations:
             return partial(self.run_as_text, name)
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r} (nor an operation of that name)")
+
+
+def _user_id(given: str | None, default: str) -> str:
+    """The user a run is for: `given`, or `default` when none is given; a blank id names no user
+    (the door and the server refuse it the same way)."""
+    if given is None:
+        return default
+    if not isinstance(given, str):
+        raise InvalidInputError(f"user_id must be a text, got {type(given).__name__}")
+    if not given.strip():
+        raise InvalidInputError("user_id is empty; give the user's id, or leave it out for the default user")
+    return given
 
 
 SERVICES: Registry[type[MemoryService]] = Registry("memory service", MemoryService)

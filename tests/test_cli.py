@@ -37,7 +37,7 @@ def test_errors_are_one_clear_line_without_traceback(tmp_path: Path) -> None:
     unwritable = tmp_path / "file"
     unwritable.write_text("x", encoding="utf-8")
     done = subprocess.run(
-        [sys.executable, "-m", "memoryscope.cli", "run", "list_memory", "--config", "default"],
+        [sys.executable, "-m", "memoryscope.cli", "run", "add_memory", "--text", "x", "--config", "default"],
         capture_output=True,
         text=True,
         env={"MEMORYSCOPE_STORE_PATH": str(unwritable / "sub" / "m.db"), "PATH": "/usr/bin:/bin"},

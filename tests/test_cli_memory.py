@@ -74,6 +74,8 @@ def test_add_then_search_get_update_delete(store: str, capsys: pytest.CaptureFix
 def test_misuse_is_a_one_line_error_with_exit_2(
     store: str, argv: list[str], complaint: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    assert main(["add", "Ann keeps bees", "--no-infer", "--store", store]) == 0  # a read needs a store that exists
+    capsys.readouterr()
     assert main([*argv, "--store", store]) == 2
     err = capsys.readouterr().err.strip()
     assert complaint in err and len(err.splitlines()) == 1

@@ -66,8 +66,12 @@ def test_deleting_an_unknown_id_fails(store: str, capsys: pytest.CaptureFixture[
 
 def test_store_flag_picks_the_file(store: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()
-    assert main(["run", "list_memory", "--store", str(tmp_path / "other.db"), "--user", "ann"]) == 0
-    assert "Ann keeps bees" not in capsys.readouterr().out
+    other = tmp_path / "other.db"
+    assert main(["run", "add_memory", "--store", str(other), "--user", "ann", "--text", "Ann rows"]) == 0
+    capsys.readouterr()
+    assert main(["run", "list_memory", "--store", str(other), "--user", "ann"]) == 0
+    out = capsys.readouterr().out
+    assert "Ann rows" in out and "Ann keeps bees" not in out
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:

@@ -37,7 +37,7 @@ from memoryscope.agent.engine import Agent, AgentSettings, TurnResult
 from memoryscope.chat.base import CHATS, ChatParams, ChatResponse
 from memoryscope.chat.remember import TurnStorage
 from memoryscope.door import AgentRecord
-from memoryscope.errors import MemoryScopeError
+from memoryscope.errors import InvalidInputError, MemoryScopeError
 from memoryscope.models.base import ChatMessage, GenerationModel
 
 if TYPE_CHECKING:
@@ -170,7 +170,9 @@ class AgentMemoryChat:
         """A `ChatResponse` (with `stream=True`, an iterator of pieces with `.delta`). The
         agent keeps its own context, so `history`, `system_prompt` and the other prompt
         arguments of `api_memory_chat` are accepted and not used; `role_name` picks the user."""
-        agent = self.agent_for(role_name or self.user_name)
+        if role_name is not None and not role_name.strip():
+            raise InvalidInputError("user_id is empty (role_name); give the user's id, or leave it out for the chat's user")
+        agent = self.agent_for(self.user_name if role_name is None else role_name)
         result = agent.send(query, when=query_time)
         response = _response(result)
         return _pieces(response) if (self.stream if stream is None else stream) else response

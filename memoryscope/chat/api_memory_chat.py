@@ -51,6 +51,7 @@ from memoryscope.chat.tool_reply import astream_tool_reply, prompt_tokens, tool_
 from memoryscope.chat.turns import ChatTurn, HistoryStrategy, history_turns, said, turn_messages
 from memoryscope.compat.inputs import caller_inputs
 from memoryscope.context import Message
+from memoryscope.errors import InvalidInputError
 from memoryscope.memory import format_time
 from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.models.token_count import count_tokens
@@ -285,7 +286,8 @@ class ApiMemoryChat:
         """
         door = self._scope.door.for_service(self.service)  # the verbs' limits and ownership, as every face
         settings = self._scope.config.settings
-        result = door.run(door.caller(role_name or self.user_name), name, **caller_inputs(name, inputs, settings.tzinfo))
+        caller = door.caller(self.user_name if role_name is None else role_name)  # a blank id is refused there
+        result = door.run(caller, name, **caller_inputs(name, inputs, settings.tzinfo))
         return result.readable(name, settings.language, settings.tzinfo)
 
     def start_backend_service(self, **_: Any) -> None:
@@ -308,7 +310,9 @@ class ApiMemoryChat:
             moment = datetime.now(zone)
         else:
             moment = query_time.replace(tzinfo=zone) if query_time.tzinfo is None else query_time
-        return Ask(query, role_name or self.user_name, moment, remember)
+        if role_name is not None and not role_name.strip():
+            raise InvalidInputError("user_id is empty (role_name); give the user's id, or leave it out for the chat's user")
+        return Ask(query, self.user_name if role_name is None else role_name, moment, remember)
 
     def _answer(self, turn: _Prepared, stream: bool | None, model_options: Mapping[str, Any] | None = None) -> Any:
         """The reply to a prepared turn (see `chat_with_memory`); the turn is remembered after it."""

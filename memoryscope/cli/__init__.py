@@ -162,11 +162,11 @@ def _flag_form_chat(argv: list[str]) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from memoryscope.cli.scope import command_scope
+    from memoryscope.cli.scope import command_scope, run_verb
     from memoryscope.text import terminal_safe  # stored text may hold escape codes: shown, never run
 
     inputs = _run_inputs(args)
-    with command_scope(args) as scope:
+    with command_scope(args, run_verb(args.operation)) as scope:
         door = scope.door
         result = door.run(door.caller(args.user), args.operation, **inputs)
         settings = scope.config.settings

@@ -62,7 +62,7 @@ def _store_options(command: argparse.ArgumentParser, *, user: bool = True) -> No
 def _history(args: argparse.Namespace) -> int:
     if args.memory_id is None and args.user is None and args.run is None:
         raise InvalidInputError("say whose history: a memory id, --user NAME or --run RUN_ID")
-    with command_scope(args) as scope:
+    with command_scope(args, "history") as scope:
         door = scope.door
         if args.memory_id is not None:
             changes = door.history(door.caller(args.user, workspace=None), args.memory_id)[: args.limit]

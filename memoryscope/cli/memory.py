@@ -95,7 +95,7 @@ def _add(args: argparse.Namespace) -> int:
 
 
 def _search(args: argparse.Namespace) -> int:
-    with command_scope(args) as scope:
+    with command_scope(args, "search") as scope:
         door = scope.door
         zone = scope.config.settings.tzinfo
         since, until = parse_time("--since", args.since, zone), parse_time("--until", args.until, zone)
@@ -111,7 +111,7 @@ def _search(args: argparse.Namespace) -> int:
 
 def _get(args: argparse.Namespace) -> int:
     missing = 0
-    with command_scope(args) as scope:
+    with command_scope(args, "get") as scope:
         door = scope.door
         caller = door.caller(args.user, workspace=None)
         for memory_id in args.ids:

@@ -47,7 +47,7 @@ def _user_options(command: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 
 def _status(args: argparse.Namespace) -> int:
-    with command_scope(args) as scope:
+    with command_scope(args, "status") as scope:
         door = scope.door
         found = door.status(door.caller(args.user, workspace=args.workspace, target=args.target))
         for line in status_lines(found, scope.config.settings.tzinfo):
@@ -56,7 +56,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _profile(args: argparse.Namespace) -> int:
-    with command_scope(args) as scope:
+    with command_scope(args, "profile") as scope:
         door = scope.door
         found = door.profile(door.caller(args.user, workspace=args.workspace, target=args.target))
     if args.json:

@@ -51,6 +51,7 @@ def add_transfer_commands(subparsers: Any) -> None:
         "reembed", help="embed every memory again after changing the embedding model", description=_reembed.__doc__
     )
     reembed.add_argument("--config", default="default", help="config name or YAML path (default: default)")
+    reembed.add_argument("--store", default=None, help="SQLite file to use instead of the config's")
     reembed.add_argument("--batch", type=_positive, default=256, help="memories per embedding call (default: 256)")
     reembed.add_argument("--force", action="store_true", help="re-embed even if the store already uses this model")
     reembed.set_defaults(handler=_guarded(_reembed))
@@ -86,11 +87,15 @@ def _export(args: argparse.Namespace) -> int:
     """Write every memory of the config's store (or of one user) to a JSON lines file: a header
     naming the embedding model, one memory per line (every field, and its vector with
     --vectors), an end line with the count."""
+    from memoryscope.app import require_store_file
+    from memoryscope.config.loading import load_config
     from memoryscope.progress import StderrProgress
     from memoryscope.transfer.jsonl import export_memories
     from memoryscope.transfer.stores import open_store
 
-    with open_store(args.config) as store:
+    config = load_config(args.config)
+    require_store_file(config)  # a read: a store that does not exist is named, not created
+    with open_store(config) as store:
         out = sys.stdout if args.out == "-" else args.out
         count = export_memories(
             store, out, include_vectors=args.vectors, user_name=args.user, batch_size=args.batch, progress=StderrProgress()
@@ -135,9 +140,11 @@ def _reembed(args: argparse.Namespace) -> int:
     with the new model; the store then opens with it. Stop other users of the store first.
     With the model unchanged, it fills the keyword field of an Elasticsearch index's older
     memories in place (nothing is embedded)."""
+    from memoryscope.config.loading import load_config
     from memoryscope.progress import StderrProgress
     from memoryscope.transfer.stores import reembed
 
-    count = reembed(args.config, batch_size=args.batch, progress=StderrProgress(), force=args.force)
+    config = load_config(args.config, {"memory_store.path": args.store} if args.store else None)
+    count = reembed(config, batch_size=args.batch, progress=StderrProgress(), force=args.force)
     print(f"re-embedded {count} memories", file=sys.stderr)
     return 0

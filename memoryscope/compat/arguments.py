@@ -12,7 +12,9 @@ shipped `default_zh` config (`default` when the language is English), the same r
 
 What differs from 0.1.x, and why:
 - `es_url` defaults to None, meaning the embedded SQLite store (`store_path`, else
-  `MEMORYSCOPE_STORE_PATH`, else `~/.memoryscope/<es_index_name>.db`); give a URL to use
+  `MEMORYSCOPE_STORE_PATH`, else `~/.memoryscope/<es_index_name>.<embedding model>.db`: one
+  file per embedding model, so the English and Chinese forms of 0.1.x's README, which embed
+  with different models, do not share vectors no search could compare); give a URL to use
   Elasticsearch, as 0.1.x always did.
 - `retrieve_mode` defaults to None: the store's own default (hybrid: vectors and keywords).
   0.1.x had only `dense`, which is still accepted.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -85,7 +88,9 @@ class Arguments:
     enable_today_contra_repeat: bool = field(default=True, metadata={"help": "check new observations against today's"})
     enable_long_contra_repeat: bool = field(default=False, metadata={"help": "check insights against long-term memory"})
     output_memory_max_count: int = field(default=20, metadata={"help": "most memories retrieval returns"})
-    store_path: str | None = field(default=None, metadata={"help": "the SQLite store's file (new here)"})
+    store_path: str | None = field(
+        default=None, metadata={"help": "the SQLite store's file (new here); default: one per embedding model"}
+    )
 
 
 FIELD_NAMES: tuple[str, ...] = tuple(item.name for item in dataclasses.fields(Arguments))
@@ -251,7 +256,16 @@ def _apply_store(raw: dict[str, Any], chosen: Mapping[str, Any], own_store_path:
     if chosen.get("store_path"):
         store["path"] = chosen["store_path"]
     elif own_store_path:
-        store["path"] = environ.get("MEMORYSCOPE_STORE_PATH") or f"~/.memoryscope/{index_name or 'memory_index'}.db"
+        default = f"~/.memoryscope/{index_name or 'memory_index'}.{_embedding_slug(raw, store)}.db"
+        store["path"] = environ.get("MEMORYSCOPE_STORE_PATH") or default
+
+
+def _embedding_slug(raw: dict[str, Any], store: Mapping[str, Any]) -> str:
+    """The store's embedding model as a file-name part (`text-embedding-3-small`, `BAAI_bge-m3`)."""
+    entry = _section(raw, "model").get(str(store.get("embedding_model", "embedding_model")))
+    entry = entry if isinstance(entry, dict) else {}
+    name = entry.get("model_name") or entry.get("model") or entry.get("module_name") or "embedding"
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", str(name)).strip("._") or "embedding"
 
 
 # -- helpers ---------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -25,7 +25,7 @@ import yaml
 
 from memoryscope.errors import ConfigError, closest, shorten
 
-__all__ = ["read_config_source", "shipped_config_names", "ENV_PREFIX"]
+__all__ = ["apply_overrides", "read_config_source", "shipped_config_names", "ENV_PREFIX"]
 
 ENV_PREFIX = "MEMORYSCOPE__"
 _INTERPOLATION = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -38,17 +38,30 @@ def shipped_config_names() -> list[str]:
 
 
 def read_config_source(
-    source: str | Path, overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+    source: str | Path,
+    overrides: Mapping[str, Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+    *,
+    adjust: Callable[[dict[str, Any]], None] | None = None,
 ) -> tuple[dict[str, Any], str]:
-    """The raw config dict for `source` (a shipped name or a path), and a label for messages."""
+    """The raw config dict for `source` (a shipped name or a path), and a label for messages.
+
+    `adjust` changes the file's dict before the environment and `overrides` are set over it
+    (MemoryScope 0.1.x `Arguments` sit where the YAML does, so both still win over them)."""
     environ = os.environ if environ is None else environ
     data, label = _read_with_bases(source, seen=())
     data = _interpolate(data, environ, label, "")
-    for dotted, value in _environment_overrides(environ).items():
-        _set_path(data, dotted, value, label)
+    if adjust is not None:
+        adjust(data)
+    apply_overrides(data, _environment_overrides(environ), label)
+    apply_overrides(data, overrides, label)
+    return data, label
+
+
+def apply_overrides(data: dict[str, Any], overrides: Mapping[str, Any] | None, label: str) -> None:
+    """Set each `{"section.key": value}` of `overrides` in the raw config dict `data`."""
     for dotted, value in (overrides or {}).items():
         _set_path(data, dotted, value, label)
-    return data, label
 
 
 def _read_with_bases(source: str | Path, seen: tuple[str, ...]) -> tuple[dict[str, Any], str]:

@@ -10,10 +10,14 @@ SQLite's check found and what to do: `PRAGMA quick_check` runs on files up to
 `QUICK_CHECK_MAX_BYTES` (30-95 ms for 10,000 memories, 26 MB, on two busy cores); a bigger file
 gets a check of its header (truncation) only, so opening stays fast. Damage found later by any
 statement is reported the same way (`errors`). `check_store` is the full check of `memoryscope doctor`.
+
+A file SQLite may not write (a read-only folder, where WAL keeps its `-wal` and `-shm` files, or
+a read-only file or mount) is no damage: it is reported as not writable, naming what to change.
 """
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import threading
 import weakref
@@ -96,6 +100,8 @@ class SqliteConnections:
         except sqlite3.Error as error:
             if _is_damage(error):
                 raise StoreError(damaged_message(self.path, f"SQLite says {error}")) from None
+            if _is_unwritable(error):
+                raise StoreError(unwritable_message(self.path, str(error))) from None
             raise StoreError(f"cannot open memory store {self.path}: {error}") from None
         return recorded
 
@@ -120,7 +126,10 @@ class SqliteConnections:
             return
         if size > QUICK_CHECK_MAX_BYTES and not _looks_truncated(self.path, size):
             return
-        found = file_problems(self.path, full=False)
+        try:
+            found = file_problems(self.path, full=False)
+        except sqlite3.Error as error:  # SQLite could not even start the check
+            raise StoreError(unwritable_message(self.path, str(error))) from None
         if found:
             raise StoreError(damaged_message(self.path, "PRAGMA quick_check says: " + "; ".join(found[:_SHOWN_LINES])))
 
@@ -206,6 +215,8 @@ class SqliteConnections:
         except sqlite3.Error as error:
             if _is_damage(error):
                 raise StoreError(damaged_message(self.path, f"SQLite says {error}")) from error
+            if _is_unwritable(error):
+                raise StoreError(unwritable_message(self.path, str(error))) from error
             raise StoreError(f"memory store {self.path}: {error}") from error
 
     @contextmanager
@@ -233,6 +244,31 @@ def damaged_message(path: Path, found: str) -> str:
     return f"memory store {path} is damaged ({found}): {_DAMAGED_ADVICE}"
 
 
+def unwritable_message(path: Path, said: str) -> str:
+    """That the store at `path` may not be written, what stops it (as far as can be told), and the fix."""
+    folder = path.parent
+    if not os.access(folder, os.W_OK | os.X_OK):
+        why, fix = f"its folder {folder} is read-only for this user", f"`chmod u+w {folder}`, or run as its owner"
+    elif path.exists() and not os.access(path, os.W_OK):
+        why, fix = "the file is read-only for this user", f"`chmod u+w {path}`, or run as its owner"
+    else:  # the permission bits allow it (or this is root): the file system itself refuses
+        immutable = f"`lsattr -d {folder} {path}`"
+        why = f"the file system refuses writes there (a read-only mount, or an immutable file or folder: {immutable})"
+        fix = "remount it read-write or `chattr -i` it"
+    return (
+        f"memory store {path} is not writable: {why} (SQLite says: {said}). Make it writable ({fix}), "
+        "or point memory_store.path (`--store`) at a file in a writable folder"
+    )
+
+
+def _is_unwritable(error: sqlite3.Error) -> bool:
+    """SQLITE_READONLY, SQLITE_CANTOPEN or SQLITE_PERM: SQLite may not write the file (or its folder)."""
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None:
+        return code & 0xFF in (3, 8, 14)
+    return "readonly database" in str(error) or "unable to open database file" in str(error)
+
+
 def _is_damage(error: sqlite3.Error) -> bool:
     """SQLITE_CORRUPT or SQLITE_NOTADB: the file itself is damaged (or is no database)."""
     code = getattr(error, "sqlite_errorcode", None)
@@ -246,6 +282,8 @@ def _check_lines(connection: sqlite3.Connection, pragma: str) -> list[str]:
     try:
         lines = [str(line) for (line,) in connection.execute(f"PRAGMA {pragma}").fetchall()]
     except sqlite3.DatabaseError as error:  # so damaged the check cannot even start
+        if _is_unwritable(error):
+            raise  # not damage: SQLite may not open or write the file (or its folder)
         return [str(error)]
     return [] if lines == ["ok"] else lines
 
@@ -265,7 +303,9 @@ def _looks_truncated(path: Path, size: int) -> bool:
 
 def file_problems(path: Path, *, full: bool = True) -> list[str]:
     """What SQLite's own check (`integrity_check`, or `quick_check` unless `full`) finds in the
-    file at `path`, on a connection of its own ([] when sound). The file must exist."""
+    file at `path`, on a connection of its own ([] when sound). The file must exist. A check
+    SQLite cannot start because it may not write there (a read-only folder or file) raises
+    that `sqlite3.Error`: it says nothing of the file's soundness."""
     with closing(sqlite3.connect(path, timeout=30.0)) as connection:
         return _check_lines(connection, "integrity_check" if full else "quick_check")
 
@@ -275,7 +315,10 @@ def check_store(connection: sqlite3.Connection, path: Path, dimension: int | Non
     `quick_check` unless `full`), every memory row, every vector (of `dimension`: None when
     none is recorded yet, so any vector is one of the wrong size), the keyword index."""
     pragma = "integrity_check" if full else "quick_check"
-    report = {"file": [f"PRAGMA {pragma} says: {line}" for line in _check_lines(connection, pragma)]}
+    try:
+        report = {"file": [f"PRAGMA {pragma} says: {line}" for line in _check_lines(connection, pragma)]}
+    except sqlite3.Error as error:  # not damage: SQLite may not write there
+        return {"file": [unwritable_message(path, str(error))]}
     checks = {"memories": _row_problems, "vectors": lambda c: _vector_problems(c, dimension), "keyword index": _word_problems}
     for name, check in checks.items():
         try:

@@ -43,7 +43,7 @@ def test_an_arguments_object_sets_every_field() -> None:
     assert service["memory_operations"]["consolidate_memory"]["interval_time"] == 1
     assert service["memory_operations"]["reflect_and_reconsolidate"]["interval_time"] == 15
     assert raw["memory_store"]["class"] == "sqlite_memory_store"
-    assert raw["memory_store"]["path"] == "~/.memoryscope/memory_index.db"
+    assert raw["memory_store"]["path"] == "~/.memoryscope/memory_index.text-embedding-v2.db"  # one file per embedding model
 
 
 def test_single_fields_set_only_themselves() -> None:
