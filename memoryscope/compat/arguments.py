@@ -26,6 +26,7 @@ What differs from 0.1.x, and why:
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import re
 from collections.abc import Mapping
@@ -36,6 +37,8 @@ import yaml
 from pydantic import TypeAdapter, ValidationError
 
 from memoryscope.errors import ConfigError, closest
+
+logger = logging.getLogger("memoryscope")
 
 __all__ = ["Arguments", "apply_arguments", "arguments_from_fields", "base_config_name"]
 
@@ -258,6 +261,20 @@ def _apply_store(raw: dict[str, Any], chosen: Mapping[str, Any], own_store_path:
     elif own_store_path:
         default = f"~/.memoryscope/{index_name or 'memory_index'}.{_embedding_slug(raw, store)}.db"
         store["path"] = environ.get("MEMORYSCOPE_STORE_PATH") or default
+        if "MEMORYSCOPE_STORE_PATH" not in environ:
+            _name_the_earlier_file(index_name or "memory_index", default)
+
+
+def _name_the_earlier_file(index_name: str, default: str) -> None:
+    """Builds before one file per embedding model kept `~/.memoryscope/<index>.db`: say where it
+    is, once, while the new file is not there yet, so no one thinks their memories are lost."""
+    earlier = os.path.expanduser(f"~/.memoryscope/{index_name}.db")
+    if os.path.exists(earlier) and not os.path.exists(os.path.expanduser(default)):
+        logger.warning(
+            "memories kept by an earlier build are in %s; this run uses %s (one file per embedding model): "
+            "pass store_path=%r (--store_path) to go on with the earlier file",
+            earlier, default, earlier,
+        )  # fmt: skip
 
 
 def _embedding_slug(raw: dict[str, Any], store: Mapping[str, Any]) -> str:

@@ -103,3 +103,27 @@ def test_a_config_store_opened_with_another_model_prints_a_reembed_command_that_
     capsys.readouterr()
     assert main(["run", "list_memory", "--user", "ann", "--config", str(config), "--store", str(store)]) == 0
     assert "Ann keeps bees" in capsys.readouterr().out
+
+
+def test_a_file_kept_by_an_earlier_build_is_named_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before one file per embedding model, the default was `~/.memoryscope/<index>.db`: a run that
+    does not find its own file yet says where the earlier one is and how to go on with it."""
+    import logging
+
+    from memoryscope.compat.arguments import _name_the_earlier_file
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".memoryscope").mkdir()
+    (tmp_path / ".memoryscope" / "memory_index.db").write_bytes(b"")
+    with caplog.at_level(logging.WARNING, logger="memoryscope"):
+        _name_the_earlier_file("memory_index", "~/.memoryscope/memory_index.e5.db")
+    [record] = [r for r in caplog.records if "earlier build" in r.getMessage()]
+    assert str(tmp_path / ".memoryscope" / "memory_index.db") in record.getMessage()
+    assert "store_path=" in record.getMessage()
+    caplog.clear()
+    (tmp_path / ".memoryscope" / "memory_index.e5.db").write_bytes(b"")
+    with caplog.at_level(logging.WARNING, logger="memoryscope"):
+        _name_the_earlier_file("memory_index", "~/.memoryscope/memory_index.e5.db")
+    assert not [r for r in caplog.records if "earlier build" in r.getMessage()]
