@@ -28,7 +28,8 @@ def ms(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[MemoryScope]
 def test_add_takes_the_time_as_iso_text_as_a_message_does(ms: MemoryScope, infer: bool) -> None:
     (added,) = ms.add("drinks oolong every morning", user_id="lin", infer=infer, time="2024-10-01T10:00:00+08:00")
     assert added.message_time == datetime(2024, 10, 1, 2, 0, tzinfo=timezone.utc)
-    (same,) = ms.add("keeps bees", user_id="lin", infer=infer, time=datetime(2024, 10, 1, 10, tzinfo=timezone(timedelta(hours=8))))
+    beijing = timezone(timedelta(hours=8))
+    (same,) = ms.add("keeps bees", user_id="lin", infer=infer, time=datetime(2024, 10, 1, 10, tzinfo=beijing))
     assert same.message_time == added.message_time
 
 
