@@ -200,7 +200,6 @@ class DoorBase:
         return self._record(found[0])
 
 
-
 def conditions(filters: Mapping[str, Any] | None) -> tuple[MetadataCondition, ...]:
     """Metadata filters read (a bad one is the caller's mistake, not the store's failure)."""
     try:

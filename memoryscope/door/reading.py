@@ -259,7 +259,6 @@ class ReadingVerbs(DoorBase):
         return stream_of(lambda out: self.export(caller, out))
 
 
-
 def checked_threshold(threshold: float | None) -> float | None:
     """A search's least score: None (no cut) or a number from 0 to 1."""
     if threshold is None:
