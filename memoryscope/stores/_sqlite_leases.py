@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Callable
 
 __all__ = ["acquire", "release"]
 
@@ -12,12 +13,15 @@ __all__ = ["acquire", "release"]
 _TABLE = "CREATE TABLE IF NOT EXISTS store_leases (name TEXT PRIMARY KEY, holder TEXT NOT NULL, expires_at REAL NOT NULL)"
 
 
-def acquire(connection: sqlite3.Connection, name: str, holder: str, ttl_s: float) -> bool:
-    """Take or renew the lease inside the caller's write transaction; False while another's stands."""
+def acquire(
+    connection: sqlite3.Connection, name: str, holder: str, ttl_s: float, stale: Callable[[str], bool] | None = None
+) -> bool:
+    """Take or renew the lease inside the caller's write transaction; False while another's
+    stands, unless `stale` says its holder is gone."""
     connection.execute(_TABLE)
     now = time.time()
     row = connection.execute("SELECT holder, expires_at FROM store_leases WHERE name = ?", (name,)).fetchone()
-    if row is not None and row[0] != holder and row[1] > now:
+    if row is not None and row[0] != holder and row[1] > now and not (stale is not None and stale(row[0])):
         return False
     connection.execute(
         "INSERT INTO store_leases (name, holder, expires_at) VALUES (?, ?, ?) "
