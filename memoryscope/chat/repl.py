@@ -383,7 +383,8 @@ def _session(repl: ChatRepl) -> int:
     chat, out = repl.chat, repl.out
     scope = chat.scope
     for notice in scope.notices:
-        out.write(f"note: {notice}\n")
+        if notice not in scope.warned:  # a warning was logged already: once is enough
+            out.write(f"note: {notice}\n")
     out.write(f"MemoryScope chat with {chat.user_name}'s memories ({scope.config.source}).")
     out.write(" /help lists the commands, /exit leaves.\n")
     status = repl.run()
