@@ -205,6 +205,12 @@ class StoreContract(SearchCases, MetadataCases, WholeStoreCases, StateCases):
         assert store.acquire_lease("backend:ann", "process-b", ttl_s=60)
         assert not store.acquire_lease("backend:ann", "killed-process", ttl_s=60)
 
+    def test_a_lease_whose_holder_is_gone_is_taken_over_at_once(self, store: MemoryStore) -> None:
+        assert store.acquire_lease("backend:ann", "killed-process", ttl_s=300)
+        assert not store.acquire_lease("backend:ann", "process-b", ttl_s=60, stale=lambda holder: False)
+        assert store.acquire_lease("backend:ann", "process-b", ttl_s=60, stale=lambda holder: holder == "killed-process")
+        assert not store.acquire_lease("backend:ann", "killed-process", ttl_s=60)
+
     def test_get_keeps_asked_order_and_skips_missing(self, store: MemoryStore) -> None:
         nodes = [make_node(f"fact {index}", memory_id=f"id-{index}") for index in range(3)]
         self.upsert_with_random_vectors(store, nodes)
