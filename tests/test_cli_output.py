@@ -3,7 +3,9 @@ memories there are in all, and a search that finds nothing says so. Real app, re
 
 from __future__ import annotations
 
+import io
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -55,3 +57,14 @@ def test_a_search_with_hits_prints_them_and_no_such_note(store: str, capsys: pyt
     captured = capsys.readouterr()
     assert "keeps bees" in {json.loads(line)["content"] for line in captured.out.splitlines()}
     assert "matched the query" not in captured.err
+
+
+def test_a_chat_retrieval_with_no_hits_says_nothing_matched(
+    store: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MEMORYSCOPE_STORE_PATH", store)
+    monkeypatch.setattr(sys, "stdin", io.StringIO("/retrieve_memory what does Carol drink?\n/retrieve_memory bees\n/exit\n"))
+    assert main(["chat", "--user", "carol"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("retrieve_memory: no memory matched the query") == 2
+    assert "retrieve_memory: done" not in out
