@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 import pytest
 from test_consolidation import EVENING_TALK, Memory, build_runner, english_script
 
+from memoryscope.demo import load_demo_conversation, run_demo
 from memoryscope.memory import MemoryType
 from memoryscope.models.embedding.local_embedding import LocalEmbedding
 from memoryscope.stores.sqlite_store import SqliteMemoryStore
@@ -96,3 +97,17 @@ def test_nothing_waiting_says_only_no_new_messages(server: FakeOpenAIServer, mem
     first = memory.consolidate()
     assert "wait" not in first.context.result
     assert memory.consolidate().context.result == "no new messages"
+
+
+def test_the_demo_says_what_waits_when_the_model_answers_nonsense(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The demo's messages all back off (the model's scores are unreadable): the on-demand run
+    says so, with until when, instead of a bare "no new messages"."""
+    with FakeOpenAIServer(default_reply="Sorry, I cannot help with that.") as fake:
+        monkeypatch.setenv("MEMORYSCOPE_LLM_API_BASE", fake.base_url)
+        monkeypatch.setenv("MEMORYSCOPE_LLM_API_KEY", "sk-demo")
+        said: list[str] = []
+        assert run_demo(store_path=str(tmp_path / "demo.db"), echo=said.append) == 0
+    (line,) = [line for line in said if line.strip().startswith("consolidate_memory:")]
+    waiting = sum(len(session["messages"]) for session in load_demo_conversation()["sessions"])
+    assert f"no new messages; {waiting} message(s) wait: {waiting} backing off until " in line, line
+    assert "last error: worker info_filter: the message scores" in line
