@@ -25,6 +25,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -119,7 +120,7 @@ def held_lease(
     deadline = time.monotonic() + wait_s
     while not store.acquire_lease(name, holder, ttl_s, stale=holder_gone):
         if time.monotonic() >= deadline:
-            raise LeaseBusy(f"another process is running a backend operation ({_label(name)}); try again later")
+            raise LeaseBusy(f"another process is running a backend operation ({_label(name)}){_held_by(store, name)}")
         time.sleep(min(_POLL_S, max(deadline - time.monotonic(), 0.0)))
     stop = threading.Event()
     renewer = threading.Thread(
@@ -135,6 +136,24 @@ def held_lease(
             store.release_lease(name, holder)
         except StoreError as error:  # e.g. the store was closed under a run given up on: it ages out instead
             logger.warning("could not release lease %r: %s", name, error)
+
+
+def _held_by(store: MemoryStore, name: str) -> str:
+    """`: process 4242 on host box holds it until 03:20:00 UTC ...; try again then`, as far as the store tells."""
+    try:
+        held = store.lease_holder(name)
+    except StoreError:
+        held = None
+    if held is None:
+        return "; try again later"
+    holder, expires = held
+    parts = holder.split(":")
+    who = f"process {parts[1]} on host {parts[0].split('@')[0]}" if len(parts) >= 3 and parts[1].isdigit() else repr(holder)
+    until = datetime.fromtimestamp(expires, timezone.utc).strftime("%H:%M:%S UTC")
+    return (
+        f": {who} holds it until {until}, renewed while it runs (a process killed on another host is waited "
+        "out until then); try again later"
+    )
 
 
 def _label(name: str) -> str:

@@ -88,7 +88,8 @@ def test_a_run_killed_holding_the_lease_does_not_block_the_next_one(
     process = start_consolidating(path)
     try:
         assert reached.wait(timeout=60), "the second process never reached the model"
-        with pytest.raises(LeaseBusy, match="another process is running a backend operation"):
+        busy = rf"another process is running a backend operation \(user 'ann'\): process {process.pid} on host \S+ holds"
+        with pytest.raises(LeaseBusy, match=busy + r" it until \d\d:\d\d:\d\d UTC, renewed while it runs"):
             scope.default_service.run_operation("consolidate_memory", "ann")  # alive: its lease stands
         process.send_signal(signal.SIGKILL)
     finally:

@@ -14,7 +14,7 @@ from memoryscope.stores._es_index import version_guard
 if TYPE_CHECKING:
     from memoryscope.stores._es_index import EsIndex
 
-__all__ = ["acquire", "release", "LEASE_MAPPINGS"]
+__all__ = ["acquire", "holder", "release", "LEASE_MAPPINGS"]
 
 LEASE_MAPPINGS = {"dynamic": "strict", "properties": {"holder": {"type": "keyword"}, "expires_at": {"type": "double"}}}
 
@@ -37,6 +37,16 @@ def acquire(index: EsIndex, name: str, holder: str, ttl_s: float, stale: Callabl
         action = {"update": {"_id": name, **version_guard(current)}}
         line = {"doc": lease}
     return "error" not in _one(index, name, [action, line], "taking a lease")
+
+
+def holder(index: EsIndex, name: str) -> tuple[str, float] | None:
+    """The holder of a standing lease and when it ends; None when there is none."""
+    _ensure_index(index)
+    current = _read(index, name)
+    if current is None:
+        return None
+    expires = float(current["_source"].get("expires_at", 0))
+    return (str(current["_source"].get("holder", "")), expires) if expires > time.time() else None
 
 
 def release(index: EsIndex, name: str, holder: str) -> None:

@@ -205,6 +205,11 @@ class MemoryStore(ABC):
         unless `stale(that holder)` says it is gone (`memoryscope.leases.holder_gone`): then it
         is taken over at once, in the same atomic step."""
 
+    def lease_holder(self, name: str) -> tuple[str, float] | None:
+        """Who holds lease `name` and until when (wall clock, seconds since the epoch); None when
+        no one does, or the store cannot tell."""
+        return None
+
     @abstractmethod
     def release_lease(self, name: str, holder: str) -> None:
         """Give up `holder`'s lease `name`; nothing when someone else holds it."""

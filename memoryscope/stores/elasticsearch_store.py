@@ -202,6 +202,9 @@ class ElasticsearchMemoryStore(MemoryStore):
     def acquire_lease(self, name: str, holder: str, ttl_s: float, *, stale: Callable[[str], bool] | None = None) -> bool:
         return es_leases.acquire(self._index, name, holder, ttl_s, stale)
 
+    def lease_holder(self, name: str) -> tuple[str, float] | None:
+        return es_leases.holder(self._index, name)
+
     def release_lease(self, name: str, holder: str) -> None:
         es_leases.release(self._index, name, holder)
 

@@ -272,6 +272,10 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
         with self._connections.errors(), self._connections.write_transaction() as connection:
             return leases.acquire(connection, name, holder, ttl_s, stale)
 
+    def lease_holder(self, name: str) -> tuple[str, float] | None:
+        with self._connections.errors(), self._connections.write_transaction() as connection:  # it may make the table
+            return leases.holder(connection, name)
+
     def release_lease(self, name: str, holder: str) -> None:
         with self._connections.errors(), self._connections.write_transaction() as connection:
             leases.release(connection, name, holder)
