@@ -78,6 +78,7 @@ class MemoryScope(MemoryApi):
         self._config_file = None if built_otherwise else _config_file(self.config.source)
         settings = self.config.settings
         self.notices: list[str] = list(self.config.notices)
+        self.warned: list[str] = []  # the notices already logged as warnings: a face shows them once
         self._executor = ThreadPoolExecutor(settings.thread_pool_max_workers, thread_name_prefix="memoryscope")
         self.models = self._build_models()
         self.store = self._build_store(store_must_exist)
@@ -191,6 +192,10 @@ class MemoryScope(MemoryApi):
     def _build_models(self) -> dict[str, Any]:
         models: dict[str, Any] = {}
         for name, spec in self.config.models.items():
+            if spec.role == "rank" and not self.config.settings.enable_ranker:
+                # no step calls a rank model with the ranker off: nothing to build, nothing to warn about
+                self.notices.append(f"model.{name} is not used: global.enable_ranker is false")
+                continue
             reach = model_reach(name, spec)
             if not reach.usable and not spec.required:
                 self.notices.append(f"model.{name} left out ({reach.why}); steps that need it are skipped")
@@ -201,6 +206,7 @@ class MemoryScope(MemoryApi):
             params = spec.params
             if reach.keyless:
                 self.notices.append(reach.why)
+                self.warned.append(reach.why)
                 logger.warning(reach.why)
                 params = params.model_copy(update={"api_key_env": None})
             models[name] = spec.cls(params)

@@ -36,7 +36,8 @@ def run_demo(config: str = "default", store_path: str | None = None, top: int = 
         overrides = {"memory_store.path": path, "global.timezone": conversation["timezone"]}
         with MemoryScope(config, overrides=overrides) as scope:
             for notice in scope.notices:
-                echo(f"note: {notice}")
+                if notice not in scope.warned:  # a warning was logged already: once is enough
+                    echo(f"note: {notice}")
             if str(shown) != conversation["timezone"]:
                 echo(
                     f"note: times are shown in {shown} (global.timezone; MEMORYSCOPE_TIMEZONE={conversation['timezone']} "

@@ -6,6 +6,12 @@ takes the store's lease for the user (`MemoryStore.acquire_lease`): a named row 
 document (Elasticsearch) with a holder and an expiry. The holder renews it while the run goes
 on; a holder that was killed stops renewing, so its lease expires after `ttl_s` and never
 blocks the user for good.
+
+A holder killed on this very host need not be waited out: the holder id names the host (with
+its process namespace), the process id and the process's start time (`holder_id`), so
+`holder_gone` can tell that the process is gone, or that its id now belongs to a newer process,
+and the next run takes its lease over at once. A holder on another host, or one whose process
+cannot be judged, is waited out as before.
 """
 
 from __future__ import annotations
@@ -13,11 +19,14 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memoryscope.errors import MemoryScopeError, StoreError
@@ -25,7 +34,7 @@ from memoryscope.errors import MemoryScopeError, StoreError
 if TYPE_CHECKING:
     from memoryscope.stores.base import MemoryStore
 
-__all__ = ["LeaseBusy", "holder_id", "lease_name", "held_lease"]
+__all__ = ["LeaseBusy", "holder_gone", "holder_id", "lease_name", "held_lease"]
 
 logger = logging.getLogger("memoryscope.leases")
 
@@ -37,8 +46,60 @@ class LeaseBusy(MemoryScopeError):
 
 
 def holder_id() -> str:
-    """Who holds a lease: this host and process, and a random part (one per scheduler)."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+    """Who holds a lease: `host:pid:start:random`: this host (with its process namespace, so
+    two containers of one name never judge each other's processes), this process and its
+    start time (a later process given the same id is another holder), and a random part (one
+    per scheduler)."""
+    start = process_start(os.getpid()) or "-"
+    return f"{_host()}:{os.getpid()}:{start}:{uuid.uuid4().hex[:8]}"
+
+
+def holder_gone(holder: str) -> bool:
+    """Whether `holder` (a `holder_id`) was a process of this host that is no longer running:
+    its process id is free, or taken by a process that started at another time. False when
+    that cannot be told (another host, an id of another shape, no `/proc`)."""
+    parts = holder.split(":")
+    if len(parts) != 4 or parts[0] != _host() or not parts[1].isdigit():
+        return False
+    pid, start = int(parts[1]), parts[2]
+    if pid == os.getpid():
+        return start != "-" and process_start(pid) not in (None, start)  # this process, or a reused id
+    if not _running(pid):
+        return True
+    now = process_start(pid)
+    return start != "-" and now is not None and now != start
+
+
+def process_start(pid: int) -> str | None:
+    """When process `pid` started, in clock ticks since boot (Linux `/proc/<pid>/stat`, field
+    22); None where that cannot be read."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
+    except OSError:
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()  # after `pid (name) `: the name may hold spaces
+    return fields[19] if len(fields) > 19 and fields[19].isdigit() else None
+
+
+def _running(pid: int) -> bool:
+    if sys.platform == "win32":  # os.kill(pid, 0) would end the process there: judge nothing
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # e.g. another user's process: it exists
+        return True
+    return True
+
+
+def _host() -> str:
+    try:
+        namespace = os.readlink("/proc/self/ns/pid").removeprefix("pid:[").removesuffix("]")
+    except OSError:
+        namespace = ""
+    host = socket.gethostname().replace(":", "_")
+    return f"{host}@{namespace}" if namespace else host
 
 
 def lease_name(user_name: str, target_name: str = "", workspace: str = "") -> str:
@@ -53,12 +114,13 @@ def held_lease(
     """Hold lease `name` while the body runs, renewing it every `ttl_s / 3` seconds (while
     `renew()` says so: a run given up on stops renewing, so a lease released for it stays free).
 
-    Waits up to `wait_s` seconds while another holder has it, then raises LeaseBusy.
+    Waits up to `wait_s` seconds while another holder has it, then raises LeaseBusy. A lease
+    whose holder is known gone (`holder_gone`: killed on this host) is taken over at once.
     """
     deadline = time.monotonic() + wait_s
-    while not store.acquire_lease(name, holder, ttl_s):
+    while not store.acquire_lease(name, holder, ttl_s, stale=holder_gone):
         if time.monotonic() >= deadline:
-            raise LeaseBusy(f"another process is running a backend operation ({_label(name)}); try again later")
+            raise LeaseBusy(f"another process is running a backend operation ({_label(name)}){_held_by(store, name)}")
         time.sleep(min(_POLL_S, max(deadline - time.monotonic(), 0.0)))
     stop = threading.Event()
     renewer = threading.Thread(
@@ -74,6 +136,24 @@ def held_lease(
             store.release_lease(name, holder)
         except StoreError as error:  # e.g. the store was closed under a run given up on: it ages out instead
             logger.warning("could not release lease %r: %s", name, error)
+
+
+def _held_by(store: MemoryStore, name: str) -> str:
+    """`: process 4242 on host box holds it until 03:20:00 UTC ...; try again then`, as far as the store tells."""
+    try:
+        held = store.lease_holder(name)
+    except StoreError:
+        held = None
+    if held is None:
+        return "; try again later"
+    holder, expires = held
+    parts = holder.split(":")
+    who = f"process {parts[1]} on host {parts[0].split('@')[0]}" if len(parts) >= 3 and parts[1].isdigit() else repr(holder)
+    until = datetime.fromtimestamp(expires, timezone.utc).strftime("%H:%M:%S UTC")
+    return (
+        f": {who} holds it until {until}, renewed while it runs (a process killed on another host is waited "
+        "out until then); try again later"
+    )
 
 
 def _label(name: str) -> str:

@@ -70,13 +70,15 @@ class MemoryApi:
         *,
         metadata: Mapping[str, Any] | None = None,
         infer: bool = True,
-        time: datetime | None = None,
+        time: datetime | str | None = None,
         target_name: str = "",
         workspace: str = "",
     ) -> list[MemoryRecord]:
         """Remember `messages`: a text, a message (`{"role", "content"}`, optionally `"time"` and
         `"name"`, or a `Message`) or a list of them, for `user_id` (default: the service's
-        `human_name`). `time` is when they were said (default now; a message's own time wins).
+        `human_name`). `time` is when they were said: a datetime or ISO 8601 text
+        (`"2024-10-01T10:00:00+08:00"`; without a zone, the config's), default now; a message's
+        own time wins.
 
         `infer=True`: kept as the conversation (user and assistant messages alike), and
         consolidation extracts what matters about the user from them (right away when enough
@@ -125,7 +127,7 @@ class MemoryApi:
         filters: Mapping[str, Any] | None = None,
         types: Sequence[MemoryType | str] | None = None,
         time_range: TimeRange | tuple[datetime | None, datetime | None] | None = None,
-        query_time: datetime | None = None,
+        query_time: datetime | str | None = None,
         target_name: str = "",
         workspace: str = "",
         threshold: float | None = None,

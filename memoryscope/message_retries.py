@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, tzinfo
 from typing import Literal
 
 from memoryscope.memory import MemoryNode, MemoryType, utc_now
@@ -40,6 +40,7 @@ __all__ = [
     "note_failure",
     "pending_filter",
     "pending_messages",
+    "waiting_note",
 ]
 
 FAILURES = "consolidation_failures"
@@ -189,3 +190,38 @@ def backlog(store: MemoryStore, memory_filter: MemoryFilter, now: datetime | Non
         last_error=error if isinstance(error, str) else "",
         retried_failures=retried,
     )
+
+
+_WAITING = {
+    "en": {
+        "lead": "{n} message(s) wait: ",
+        "ready": "{n} ready for the next run",
+        "backing off": "{n} backing off until {when} after a failed run",
+        "parked": "{n} parked after repeated failures (`memoryscope run consolidate_memory --retry-failed` retries them)",
+        "error": " (last error: {error})",
+        "separator": ", ",
+    },
+    "zh": {
+        "lead": "{n} 条消息在等待：",
+        "ready": "{n} 条等下次整理",
+        "backing off": "{n} 条因整理失败暂缓到 {when}",
+        "parked": "{n} 条多次失败后搁置（`memoryscope run consolidate_memory --retry-failed` 可重试）",
+        "error": "（最近的错误：{error}）",
+        "separator": "，",
+    },
+}
+
+
+def waiting_note(waiting: Backlog, language: str, zone: tzinfo) -> str:
+    """What still waits for consolidation, in words ("" when nothing does): how many are ready
+    for the next run, backing off until when, parked, and the last error, so a run's summary
+    never reads "nothing to do" while messages wait."""
+    if not waiting.pending:
+        return ""
+    words = _WAITING.get(language, _WAITING["en"])
+    when = f"{waiting.next_retry.astimezone(zone):%Y-%m-%d %H:%M:%S %Z}".strip() if waiting.next_retry else "?"
+    counts = (("ready", waiting.ready), ("backing off", waiting.backing_off), ("parked", waiting.parked))
+    parts = [words[state].format(n=count, when=when) for state, count in counts if count]
+    failed = waiting.backing_off or waiting.parked
+    error = words["error"].format(error=waiting.last_error) if failed and waiting.last_error else ""
+    return words["lead"].format(n=waiting.pending) + words["separator"].join(parts) + error

@@ -70,6 +70,8 @@ class Terminal:
         self._released_count = 0  # ... and printed
         self._lines = 0  # lines read (or ended by Ctrl-C, Ctrl-D) so far
         self._sent_interrupts = 0  # SIGINTs sent again by `watch`, not yet heard back
+        self._interrupts_heard = 0  # the SIGINTs `watch` heard of ...
+        self._interrupts_seen = 0  # ... and the KeyboardInterrupts the main thread got (`interrupt_seen`)
 
     def read_line(self, prompt: str, *, remember: bool = True) -> str:
         """One line typed at `prompt`; kept in the history unless `remember` is False.
@@ -80,10 +82,14 @@ class Terminal:
         try:
             line = self._read(prompt)
             ended = True
+        except KeyboardInterrupt:
+            self.interrupt_seen()
+            raise
         except SystemError as error:
             # Ctrl-C while `wake`'s signal was pending too: CPython runs that signal's handler with
             # input()'s KeyboardInterrupt already set, and reports a SystemError caused by it
             if isinstance(error.__cause__, KeyboardInterrupt):
+                self.interrupt_seen()
                 raise KeyboardInterrupt from None
             raise
         finally:
@@ -106,15 +112,23 @@ class Terminal:
                 interrupts = data.count(signal.SIGINT)
                 own = min(interrupts, self._sent_interrupts)  # the ones sent again come back here too
                 self._sent_interrupts -= own
+                self._interrupts_heard += interrupts  # those sent again too: each is seen once more
                 if interrupts == own or self._prompt is None:  # not at a prompt, Python sees it by itself
                     continue
                 line = self._lines
                 for _ in range(3):
                     self._released.wait(_RESEND_S)
-                    if self._lines != line or not self._at_prompt():
+                    # seen already: e.g. it stopped a command, and this thread heard of it only once
+                    # the prompt was back (sending it again would interrupt that prompt too)
+                    if self._lines != line or not self._at_prompt() or self._interrupts_seen >= self._interrupts_heard:
                         break
                     self._sent_interrupts += 1
                     interrupt_main()
+
+    def interrupt_seen(self) -> None:
+        """The main thread got a KeyboardInterrupt (at the prompt, or in a command it stopped):
+        `watch` then sends no Ctrl-C again for it. No lock: it may run while the lock is held."""
+        self._interrupts_seen += 1
 
     def woken(self, *_: object) -> None:
         """The handler of `wake`'s signal (main thread, readline waiting for a key): print the held records.

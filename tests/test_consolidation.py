@@ -265,7 +265,9 @@ def test_an_answer_malformed_twice_keeps_its_messages_pending_and_the_rest_goes_
     waiting = memory.nodes(MemoryType.CONVERSATION, reflected=False)
     assert sorted(node.memory_id for node in waiting) == sorted(skipped)
     assert all(node.meta["consolidation_failures"] == 1 and "unreadable" in node.meta["consolidation_error"] for node in waiting)
-    assert result.context.result.endswith("left 2 messages pending (unreadable answers)")
+    said = result.context.result
+    assert said.endswith(")") and "consolidated 4 messages; 2 message(s) wait: 2 backing off until " in said, said
+    assert "(last error: worker store_memory: the facts drawn from this message stayed unreadable" in said
 
 
 def test_a_failing_endpoint_fails_the_run_and_stores_nothing(server: FakeOpenAIServer, memory_for: Any) -> None:

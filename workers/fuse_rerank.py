@@ -45,7 +45,10 @@ class FuseRerankWorker(Worker):
     that `extract_time` found in the query (no range: no boost). A query that names exactly one
     of the candidates' speakers (`meta["speaker"]`, as a whole word) asks about that person, and
     what a person says about themselves is where the answer usually is ("What did Jon do after
-    losing his job?"); a query naming two or more speakers, or none, gets no speaker boost. Memories whose rank score (in
+    losing his job?"); a query naming two or more speakers, or none, gets no speaker boost, nor
+    one naming the user whose memories these are (`user_name` or `target_name`): all of the
+    user's own messages are theirs, and a boost would lift the unrelated ones above the facts
+    learnt about them. Memories whose rank score (in
     [0, 1], see `semantic_rank`) is below `fuse_score_threshold` are dropped before weighting,
     as in MemoryScope 0.1. Memories with the same text are shown once, with their best score.
     `memories` keeps the best `fuse_rerank_top_k` (default `global.output_memory_max_count`; a
@@ -108,6 +111,10 @@ class FuseRerankWorker(Worker):
             params.fuse_speaker_ratio,
         )
         speaker = named_speaker(ctx.query, ctx.ranked) if speaker_ratio != 1.0 else None
+        if speaker is not None and _is_the_user(speaker, ctx):
+            # every message of the user's own is theirs: a boost would lift them all, on topic or
+            # not, to the level of what was learnt about the user (the facts the query asks for)
+            speaker = None
         best: dict[str, tuple[float, MemoryNode]] = {}  # text -> its best score and memory
         for node in ctx.ranked:
             rank_score = 1.0 if node.score is None else node.score
@@ -140,6 +147,12 @@ class FuseRerankWorker(Worker):
         if moment is not None and moment.tzinfo is None:
             return moment.replace(tzinfo=self._zone)
         return moment
+
+
+def _is_the_user(speaker: str, ctx: MemoryContext) -> bool:
+    """Whether `speaker` is the person whose memories these are (the user, or the target)."""
+    name = speaker.strip().casefold()
+    return name in {who.strip().casefold() for who in (ctx.user_name, ctx.target_name) if who.strip()}
 
 
 def named_speaker(query: str, memories: Iterable[MemoryNode]) -> str | None:

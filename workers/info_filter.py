@@ -18,10 +18,12 @@ from memoryscope.message_retries import (
     DEFAULT_BACKOFF_S,
     DEFAULT_MAX_FAILURES,
     FAILED,
+    backlog,
     cleared,
     note_failure,
     pending_filter,
     pending_messages,
+    waiting_note,
 )
 from memoryscope.models.base import ChatMessage
 from memoryscope.stores.base import MemoryStore
@@ -34,6 +36,7 @@ logger = logging.getLogger(__name__)
 
 NO_NEW_MESSAGES = "no new messages"
 _NO_NEW_MESSAGES = {"en": "no new messages", "zh": "没有新消息"}
+_SEPARATOR = {"en": "; ", "zh": "；"}
 _ALL_LEFT_PENDING = {
     "en": "left {n} message(s) pending: the model's answer about them was unreadable",
     "zh": "{n} 条消息仍待整理：模型对它们的回答无法解析",
@@ -61,7 +64,8 @@ class InfoFilterWorker(LLMWorker):
     the first stored, at most `max_pending_messages` (the rest wait for the next run), in the
     order they were said; messages backing off or parked after failures (see
     `memoryscope.message_retries`) only when the caller asks `retry_failed`. With none, the
-    workflow stops with "no new messages". The user's ones are scored 0-3 by the generation
+    workflow stops with "no new messages", and `result` adds what still waits (backing off
+    until when, parked). The user's ones are scored 0-3 by the generation
     model in ONE call per prompt-budget chunk (numbered lines in, `N: score` lines out), and
     those scored in `preserved_scores` become `informative_messages`. Assistant messages are
     kept but never mined. A message a readable answer left out counts as not informative and is
@@ -141,7 +145,7 @@ class InfoFilterWorker(LLMWorker):
         if not pending:
             ctx.pending_messages = ()
             ctx.informative_messages = ()
-            ctx.result = _NO_NEW_MESSAGES.get(self._language, NO_NEW_MESSAGES)
+            ctx.result = self._with_waiting(ctx, _NO_NEW_MESSAGES.get(self._language, NO_NEW_MESSAGES))
             ctx.stop(NO_NEW_MESSAGES)
             return
         users = [node for node in pending if node.meta.get("role", "user") == "user"]
@@ -165,8 +169,16 @@ class InfoFilterWorker(LLMWorker):
             "llm_calls": calls,
         }
         if not taken:
-            ctx.result = _ALL_LEFT_PENDING.get(self._language, _ALL_LEFT_PENDING["en"]).format(n=len(failed))
+            left = _ALL_LEFT_PENDING.get(self._language, _ALL_LEFT_PENDING["en"]).format(n=len(failed))
+            ctx.result = self._with_waiting(ctx, left)
             ctx.stop(_ALL_LEFT_PENDING["en"].format(n=len(failed)))
+
+    def _with_waiting(self, ctx: MemoryContext, said: str) -> str:
+        """`said`, and what still waits (backing off until when, parked): "no new messages" is
+        never all a user reads while messages wait."""
+        memory_filter = pending_filter(ctx.user_name, ctx.target_name, ctx.workspace)
+        note = waiting_note(backlog(self._store, memory_filter), self._language, self._zone)
+        return f"{said}{_SEPARATOR.get(self._language, '; ')}{note}" if note else said
 
     def _pending(self, ctx: MemoryContext) -> list[MemoryNode]:
         memory_filter = pending_filter(ctx.user_name, ctx.target_name, ctx.workspace)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, tzinfo
 from typing import ClassVar
 
 from pydantic import Field
@@ -12,7 +12,15 @@ from memoryscope.context import MemoryContext, StoreOutcome
 from memoryscope.env import Env
 from memoryscope.history import ChangeSource, is_pinned
 from memoryscope.memory import MemoryNode, caller_metadata, utc_now
-from memoryscope.message_retries import DEFAULT_BACKOFF_S, DEFAULT_MAX_FAILURES, cleared, note_failure
+from memoryscope.message_retries import (
+    DEFAULT_BACKOFF_S,
+    DEFAULT_MAX_FAILURES,
+    backlog,
+    cleared,
+    note_failure,
+    pending_filter,
+    waiting_note,
+)
 from memoryscope.stores.base import MemoryStore
 from memoryscope.worker import Worker, WorkerParams, register_worker
 
@@ -29,6 +37,7 @@ _PARTS = {
         "nothing": "nothing to store",
         "separator": ", ",
         "dropped": "; left out {n} deleted meanwhile",
+        "waiting": "; {note}",
     },
     "zh": {
         "observations": ("保存了 {n} 条观察", "保存了 {n} 条观察"),
@@ -40,6 +49,7 @@ _PARTS = {
         "nothing": "没有需要保存的内容",
         "separator": "，",
         "dropped": "；{n} 条在此期间已被删除，未写回",
+        "waiting": "；{note}",
     },
 }
 
@@ -65,8 +75,9 @@ class StoreMemoryWorker(Worker):
     drawn from them stayed unreadable) stay pending instead, with the failure noted on them.
 
     `result` is a readable summary ("stored 3 observations, expired 1, consolidated 5
-    messages"); `store_outcome` has the counts and the ids written. Whatever fields an earlier
-    step did not write are simply empty, so the same worker ends consolidate_memory and
+    messages"), and, after a run over messages, what of the user's still waits ("; 2 message(s)
+    wait: 2 backing off until ... after a failed run"); `store_outcome` has the counts and the
+    ids written. Whatever fields an earlier step did not write are simply empty, so the same worker ends consolidate_memory and
     reflect_and_reconsolidate.
     """
 
@@ -106,6 +117,7 @@ class StoreMemoryWorker(Worker):
     def bind(self, env: Env) -> None:
         self._store: MemoryStore = env.require_store(f"worker.{self.name}")
         self._language: str = env.settings.language
+        self._zone: tzinfo = env.settings.tzinfo
 
     def run(self, ctx: MemoryContext) -> None:
         now = utc_now()
@@ -150,7 +162,16 @@ class StoreMemoryWorker(Worker):
         ctx.store_outcome = StoreOutcome(
             **counts, written=len(kept), memory_ids=kept, dropped=len(dropped), pinned_kept=kept_pinned
         )
-        ctx.result = self._summary(counts, len(dropped))
+        note = ""
+        if ctx.pending_messages:  # a run over messages: say what still waits (left pending here or before)
+            memory_filter = pending_filter(ctx.user_name, ctx.target_name, ctx.workspace)
+            note = waiting_note(backlog(self._store, memory_filter), self._language, self._zone)
+        if note:  # it counts the messages left pending here too, with until when
+            shown = {key: count for key, count in counts.items() if key != "pending"}
+            waiting = str(_PARTS.get(self._language, _PARTS["en"])["waiting"]).format(note=note)
+            ctx.result = self._summary(shown, len(dropped)) + waiting
+        else:
+            ctx.result = self._summary(counts, len(dropped))
 
     def _failed(self, node: MemoryNode, now: datetime) -> MemoryNode:
         error = f"worker {self.name}: the facts drawn from this message stayed unreadable after one repair request"

@@ -73,8 +73,11 @@ class ChatRepl:
         stream: bool = True,
         assume_yes: bool = False,
         sleep: Callable[[float], None] = time.sleep,
+        interrupt_seen: Callable[[], None] | None = None,
     ) -> None:
         self.chat = chat
+        # told of each Ctrl-C a command caught (the terminal's, so it never delivers one twice)
+        self.interrupt_seen = interrupt_seen or (lambda: None)
         self.out = out
         self.read_line = read_line
         self.read_answer = read_answer or read_line
@@ -121,6 +124,7 @@ class ChatRepl:
                 if not self.handle(line.strip()):
                     return 0
             except KeyboardInterrupt:
+                self.interrupt_seen()
                 self.say("\n(interrupted)")
             except EOFError:  # the input ended inside a command (a confirmation)
                 return 0
@@ -242,6 +246,7 @@ class ChatRepl:
                 self.say(_CLEAR_SCREEN + f"{name} (every {seconds:g}s; Ctrl-C stops)\n{text}")
                 self.sleep(seconds)
         except KeyboardInterrupt:
+            self.interrupt_seen()
             self.say(f"\n(stopped refreshing /{name})")
         return True
 
@@ -363,7 +368,11 @@ def run_session(
     if interactive and stdin is sys.stdin:
         with terminal_session(out) as terminal:
             read_answer = partial(terminal.read_line, remember=False)
-            return _session(ChatRepl(chat, out=terminal.out, read_line=terminal.read_line, read_answer=read_answer, **options))
+            repl = ChatRepl(
+                chat, out=terminal.out, read_line=terminal.read_line, read_answer=read_answer,
+                interrupt_seen=terminal.interrupt_seen, **options,
+            )  # fmt: skip
+            return _session(repl)
 
     def read_line(prompt: str) -> str:
         if stdin is sys.stdin:
@@ -383,7 +392,8 @@ def _session(repl: ChatRepl) -> int:
     chat, out = repl.chat, repl.out
     scope = chat.scope
     for notice in scope.notices:
-        out.write(f"note: {notice}\n")
+        if notice not in scope.warned:  # a warning was logged already: once is enough
+            out.write(f"note: {notice}\n")
     out.write(f"MemoryScope chat with {chat.user_name}'s memories ({scope.config.source}).")
     out.write(" /help lists the commands, /exit leaves.\n")
     status = repl.run()

@@ -182,11 +182,19 @@ def _run(args: argparse.Namespace) -> int:
         else:
             for memory in context.memories:
                 print(terminal_safe(memory.format(settings.language, settings.tzinfo)))
+        if context.query and not context.memories and not context.result and not result.stopped:
+            # an empty answer is an answer: said, not left as silence (on stderr beside JSON lines)
+            print(
+                terminal_safe(_NO_MATCH.get(settings.language, _NO_MATCH["en"]).format(user=context.user_name)),
+                file=sys.stderr if args.json else sys.stdout,
+            )
         if result.stopped and not args.json:
             print(terminal_safe(f"stopped: {result.stopped}"))
     # a run that stops early (nothing new) is no failure; ids that name no memory of the user's are
     return EXIT_NOT_FOUND if context.unknown_memory_ids else EXIT_OK
 
+
+_NO_MATCH = {"en": "No memory of {user!r} matched the query.", "zh": "{user} 的记忆中没有与查询相符的。"}
 
 # what an operation needs from the command line, and the flag that gives it
 _RUN_NEEDS = {
@@ -215,4 +223,3 @@ class _CallableModule(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _CallableModule
-

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from memoryscope.config.specs import GlobalSettings
 from memoryscope.door.caller import Caller
-from memoryscope.door.inputs import aware
+from memoryscope.door.inputs import parse_time
 from memoryscope.door.limits import Limits
 from memoryscope.door.records import MemoryRecord, record_of
 from memoryscope.errors import (
@@ -155,9 +155,12 @@ class DoorBase:
             raise MemoryScopeError(f"{self._source}: this config has no memory_store; the memory verbs need one")
         return self._store
 
-    def _now(self, moment: datetime | None) -> datetime:
+    def _now(self, moment: datetime | str | None, name: str = "time") -> datetime:
+        """`moment` (a datetime, or ISO 8601 text as a message's `time` is), else now; naive: the
+        config's zone. Anything else is the caller's mistake, named by `name`."""
         zone = self.settings.tzinfo
-        return datetime.now(zone) if moment is None else aware(moment, zone)  # type: ignore[return-value]  # not None in, not None out
+        given = parse_time(name, moment, zone)
+        return datetime.now(zone) if given is None else given
 
     def _reaches(self, caller: Caller, user_id: str, workspace: str) -> bool:
         if caller.reach is not None:
@@ -224,7 +227,6 @@ class DoorBase:
         if not found:
             raise MemoryNotFoundError(memory_id)
         return self._record(found[0])
-
 
 
 def conditions(filters: Mapping[str, Any] | None) -> tuple[MetadataCondition, ...]:

@@ -48,7 +48,7 @@ class Door(ReadingVerbs, AgentVerbs, SourceVerbs):
         *,
         metadata: Mapping[str, Any] | None = None,
         infer: bool = True,
-        time: datetime | None = None,
+        time: datetime | str | None = None,
         idempotency_key: str | None = None,
     ) -> list[MemoryRecord]:
         """Remember `messages` (see `MemoryApi.add`): as the conversation (`infer`, the
@@ -66,7 +66,7 @@ class Door(ReadingVerbs, AgentVerbs, SourceVerbs):
         *,
         metadata: Mapping[str, Any] | None = None,
         infer: bool = True,
-        time: datetime | None = None,
+        time: datetime | str | None = None,
         idempotency_key: str | None = None,
     ) -> Callable[[], list[MemoryRecord]]:
         """`add`, its input checked now (every error `add` raises for its input) and its write

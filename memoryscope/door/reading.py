@@ -3,6 +3,7 @@ and the admin's counts. Each reads for a caller through the store's filter."""
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import asdict, replace
@@ -34,6 +35,8 @@ _PROBE_USER = "\x00memoryscope-readyz"  # a name no user has: counting it reads 
 _ALL_CHANGES = 1_000_000
 _STATUS_CHANGES = 500  # the newest changes `status` reads for the runs it names (not the whole history)
 
+logger = logging.getLogger(__name__)
+
 
 class ReadingVerbs(DoorBase):
     """The verbs that read (see `memoryscope.door.verbs`)."""
@@ -47,7 +50,7 @@ class ReadingVerbs(DoorBase):
         filters: Mapping[str, Any] | None = None,
         types: Sequence[MemoryType | str] | None = None,
         time_range_given: TimeRange | tuple[datetime | None, datetime | None] | None = None,
-        query_time: datetime | None = None,
+        query_time: datetime | str | None = None,
         threshold: float | None = None,
     ) -> list[MemoryRecord]:
         """The `top_k` memories of the caller's user that best answer `query`, best first, each
@@ -74,7 +77,7 @@ class ReadingVerbs(DoorBase):
         scored: list[MemoryNode] = []
         for owner in owners:
             result = self._run(
-                owner, self._retrieve_operation, "search", query=query, query_time=self._now(query_time),
+                owner, self._retrieve_operation, "search", query=query, query_time=self._now(query_time, "query_time"),
                 search_filter=replace(narrowed, any_target=owner.target is None, any_workspace=owner.workspace is None),
                 top_k=top_k, embedded=(TextVector(query, vector, is_query=True),),
             )  # fmt: skip
@@ -82,9 +85,25 @@ class ReadingVerbs(DoorBase):
             scored += [node.with_score(score) for node, score in zip(found, relevance.scores(query, vector, found), strict=True)]
         if len(owners) > 1:  # each owner's list is best first: merged, the scores still never rise
             scored = sorted(scored, key=lambda node: node.score or 0.0, reverse=True)[:top_k]
+        if not scored and not caller.named:
+            self._warn_default_user_empty(caller)
         if threshold is not None:  # scores never rise down the list: those that pass come first
             scored = [node for node in scored if node.score is not None and node.score >= threshold]
         return self._records(scored)
+
+    def _warn_default_user_empty(self, caller: Caller) -> None:
+        """A search that named no user searched the default one (as `add` without a user adds
+        to them): when that user has no memories while others do, say so instead of a silent []."""
+        store = self._require_store()
+        counts = store.user_counts()
+        if counts.get(caller.user_id) or not counts:
+            return
+        others = ", ".join(sorted(counts)[:5]) + (", ..." if len(counts) > 5 else "")
+        logger.warning(
+            "search named no user_id, so it searched the default user %r (memory_service.%s.human_name), who has "
+            "no memories; pass user_id= (users with memories: %s)",
+            caller.user_id, self.service.name, others,
+        )  # fmt: skip
 
     def get(self, caller: Caller, memory_id: str) -> MemoryRecord | None:
         """The caller's memory with this id, or None (another user's memory is None too)."""
@@ -247,7 +266,6 @@ class ReadingVerbs(DoorBase):
         caller.require(READ, "export")
         self._require_store()
         return stream_of(lambda out: self.export(caller, out))
-
 
 
 def checked_threshold(threshold: float | None) -> float | None:

@@ -35,6 +35,7 @@ _TYPES = {
     403: "permission_denied",
     404: "not_found",
     405: "invalid_request",
+    409: "conflict",
     413: "invalid_request",
     422: "invalid_request",
     429: "rate_limit_exceeded",

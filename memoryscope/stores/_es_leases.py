@@ -6,6 +6,7 @@ both hold one. Refresh does not matter: `mget` and guarded writes see the latest
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from memoryscope.stores._es_index import version_guard
@@ -13,12 +14,14 @@ from memoryscope.stores._es_index import version_guard
 if TYPE_CHECKING:
     from memoryscope.stores._es_index import EsIndex
 
-__all__ = ["acquire", "release", "LEASE_MAPPINGS"]
+__all__ = ["acquire", "holder", "release", "LEASE_MAPPINGS"]
 
 LEASE_MAPPINGS = {"dynamic": "strict", "properties": {"holder": {"type": "keyword"}, "expires_at": {"type": "double"}}}
 
 
-def acquire(index: EsIndex, name: str, holder: str, ttl_s: float) -> bool:
+def acquire(index: EsIndex, name: str, holder: str, ttl_s: float, stale: Callable[[str], bool] | None = None) -> bool:
+    """Take or renew the lease (a version-guarded write: two takers never both win); False while
+    another's stands, unless `stale` says its holder is gone."""
     _ensure_index(index)
     now = time.time()
     current = _read(index, name)
@@ -27,11 +30,23 @@ def acquire(index: EsIndex, name: str, holder: str, ttl_s: float) -> bool:
         action: dict[str, Any] = {"create": {"_id": name}}
         line: dict[str, Any] = lease
     else:
-        if current["_source"].get("holder") != holder and float(current["_source"].get("expires_at", 0)) > now:
+        other = str(current["_source"].get("holder", ""))
+        standing = other != holder and float(current["_source"].get("expires_at", 0)) > now
+        if standing and not (stale is not None and stale(other)):
             return False
         action = {"update": {"_id": name, **version_guard(current)}}
         line = {"doc": lease}
     return "error" not in _one(index, name, [action, line], "taking a lease")
+
+
+def holder(index: EsIndex, name: str) -> tuple[str, float] | None:
+    """The holder of a standing lease and when it ends; None when there is none."""
+    _ensure_index(index)
+    current = _read(index, name)
+    if current is None:
+        return None
+    expires = float(current["_source"].get("expires_at", 0))
+    return (str(current["_source"].get("holder", "")), expires) if expires > time.time() else None
 
 
 def release(index: EsIndex, name: str, holder: str) -> None:

@@ -13,7 +13,7 @@ reads `iter_all` and `user_counts` walk the whole store, for export, migration a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
@@ -216,9 +216,16 @@ class MemoryStore(ABC):
         raise StoreError(f"{type(self).__name__} cannot re-embed its memories")
 
     @abstractmethod
-    def acquire_lease(self, name: str, holder: str, ttl_s: float) -> bool:
+    def acquire_lease(self, name: str, holder: str, ttl_s: float, *, stale: Callable[[str], bool] | None = None) -> bool:
         """Take or renew lease `name` for `holder` until `ttl_s` seconds from now (wall clock,
-        shared by every process of the store); False while another holder's lease stands."""
+        shared by every process of the store); False while another holder's lease stands,
+        unless `stale(that holder)` says it is gone (`memoryscope.leases.holder_gone`): then it
+        is taken over at once, in the same atomic step."""
+
+    def lease_holder(self, name: str) -> tuple[str, float] | None:
+        """Who holds lease `name` and until when (wall clock, seconds since the epoch); None when
+        no one does, or the store cannot tell."""
+        return None
 
     @abstractmethod
     def release_lease(self, name: str, holder: str) -> None:

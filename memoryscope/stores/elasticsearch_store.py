@@ -41,7 +41,7 @@ and request helpers), never through the store's private members.
 from __future__ import annotations
 
 import threading
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -251,8 +251,11 @@ class ElasticsearchMemoryStore(MemoryStore):
         self.ensure_index()
         return self._index.recorded or self._index.embedding
 
-    def acquire_lease(self, name: str, holder: str, ttl_s: float) -> bool:
-        return es_leases.acquire(self._index, name, holder, ttl_s)
+    def acquire_lease(self, name: str, holder: str, ttl_s: float, *, stale: Callable[[str], bool] | None = None) -> bool:
+        return es_leases.acquire(self._index, name, holder, ttl_s, stale)
+
+    def lease_holder(self, name: str) -> tuple[str, float] | None:
+        return es_leases.holder(self._index, name)
 
     def release_lease(self, name: str, holder: str) -> None:
         es_leases.release(self._index, name, holder)

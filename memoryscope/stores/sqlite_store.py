@@ -32,7 +32,7 @@ import os
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -295,9 +295,13 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
         rows = connection.execute(_SELECT_NODES + f" WHERE memory_id IN {_IDS_PARAM}", (json.dumps(list(memory_ids)),))
         return {node.memory_id: node for node in decoded_nodes((row, None) for row in rows.fetchall())}
 
-    def acquire_lease(self, name: str, holder: str, ttl_s: float) -> bool:
+    def acquire_lease(self, name: str, holder: str, ttl_s: float, *, stale: Callable[[str], bool] | None = None) -> bool:
         with self._connections.errors(), self._connections.write_transaction() as connection:
-            return leases.acquire(connection, name, holder, ttl_s)
+            return leases.acquire(connection, name, holder, ttl_s, stale)
+
+    def lease_holder(self, name: str) -> tuple[str, float] | None:
+        with self._connections.errors(), self._connections.write_transaction() as connection:  # it may make the table
+            return leases.holder(connection, name)
 
     def release_lease(self, name: str, holder: str) -> None:
         with self._connections.errors(), self._connections.write_transaction() as connection:

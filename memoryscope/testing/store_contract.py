@@ -205,6 +205,20 @@ class StoreContract(SearchCases, MetadataCases, WholeStoreCases, StateCases):
         assert store.acquire_lease("backend:ann", "process-b", ttl_s=60)
         assert not store.acquire_lease("backend:ann", "killed-process", ttl_s=60)
 
+    def test_a_lease_names_its_holder_until_it_ends(self, store: MemoryStore) -> None:
+        assert store.lease_holder("backend:ann") is None
+        assert store.acquire_lease("backend:ann", "process-a", ttl_s=60)
+        held = store.lease_holder("backend:ann")
+        assert held is not None and held[0] == "process-a" and 50 < held[1] - time.time() <= 60
+        store.release_lease("backend:ann", "process-a")
+        assert store.lease_holder("backend:ann") is None
+
+    def test_a_lease_whose_holder_is_gone_is_taken_over_at_once(self, store: MemoryStore) -> None:
+        assert store.acquire_lease("backend:ann", "killed-process", ttl_s=300)
+        assert not store.acquire_lease("backend:ann", "process-b", ttl_s=60, stale=lambda holder: False)
+        assert store.acquire_lease("backend:ann", "process-b", ttl_s=60, stale=lambda holder: holder == "killed-process")
+        assert not store.acquire_lease("backend:ann", "killed-process", ttl_s=60)
+
     def test_get_keeps_asked_order_and_skips_missing(self, store: MemoryStore) -> None:
         nodes = [make_node(f"fact {index}", memory_id=f"id-{index}") for index in range(3)]
         self.upsert_with_random_vectors(store, nodes)

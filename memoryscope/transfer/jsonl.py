@@ -17,7 +17,9 @@ The file, UTF-8, one JSON object per line::
 - Each memory line is `MemoryNode.to_dict()` (every field; times ISO 8601 with their zone),
   plus `vector` (float32 values, unit length) when exported with vectors.
 - The exported users' memory history follows the memories (`change` lines, version 2), and an
-  import adds it to the target store's history as it was (times, operations, runs).
+  import adds it to the target store's history as it was (times, operations, runs), once: the
+  changes the store has already (an export, delete and import of the same memories) are not
+  added again. Then each memory imported gets a change of its own (operation `import`).
 - Their state records follow (`state` lines, version 3: an agent's core memory blocks with every
   kept version, its queue and checkpoints; `memoryscope.stores.state`), imported as they were.
 - The end line carries the counts: a file cut short (a full disk, an interrupted copy) is refused
@@ -42,13 +44,14 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
 
 from memoryscope.errors import StoreError
-from memoryscope.history import MemoryChange
+from memoryscope.history import ChangeSource, MemoryChange
 from memoryscope.memory import MemoryNode, MemoryType, embedding_text, utc_now
 from memoryscope.progress import Progress
 from memoryscope.stores.base import MemoryStore
@@ -204,6 +207,10 @@ def import_memories(
         header, total = _check_file(stream, label)
         use_vectors = _vectors_usable(store, header, progress)
         stream.seek(start)
+        # the file's history first, and only what the store lacks: the import's own change then
+        # comes after it, and a second import (or one after a delete) repeats nothing
+        _record_new_history(store, [change for _, change in _changes(stream, label)], batch_size)
+        stream.seek(start)
         progress.start("import", total)
         batch: list[tuple[MemoryNode, np.ndarray | None]] = []
         for memory in _memories(stream, label, header):
@@ -216,15 +223,36 @@ def import_memories(
             _write(store, batch, use_vectors)
             progress.advance(len(batch))
         stream.seek(start)
-        changes = [change for _, change in _changes(stream, label)]
-        for begin in range(0, len(changes), batch_size):
-            store.record_history(changes[begin : begin + batch_size])
-        stream.seek(start)
         states = [record for _, record in _states(stream, label)]
         for begin in range(0, len(states), batch_size):
             store.import_state(states[begin : begin + batch_size])
         progress.finish()
     return total
+
+
+_IMPORT = ChangeSource("import")  # the change an import makes to each memory, after the file's own
+_HISTORY_DEPTH = 100_000  # changes of one memory looked at for ones already kept
+
+
+def _record_new_history(store: MemoryStore, changes: list[MemoryChange], batch_size: int) -> None:
+    """Keep the file's changes the store does not have yet (the same memory, action, time and
+    run), in the file's order (the order they were made in)."""
+    kept: set[tuple[str, str, datetime, str, str]] = set()
+    for begin in range(0, len(changes), batch_size):
+        batch = changes[begin : begin + batch_size]
+        for memory_id in {change.memory_id for change in batch} - {key[0] for key in kept}:
+            kept.update(_identity(change) for change in store.history(memory_id=memory_id, limit=_HISTORY_DEPTH))
+        new = []
+        for change in batch:
+            if _identity(change) not in kept:
+                kept.add(_identity(change))
+                new.append(change)
+        if new:
+            store.record_history(new)
+
+
+def _identity(change: MemoryChange) -> tuple[str, str, datetime, str, str]:
+    return (change.memory_id, change.action, change.at, change.run_id, change.operation)
 
 
 def _vectors_usable(store: MemoryStore, header: _Header | None, progress: Progress) -> bool:
@@ -248,7 +276,7 @@ def _vectors_usable(store: MemoryStore, header: _Header | None, progress: Progre
 def _write(store: MemoryStore, batch: list[tuple[MemoryNode, np.ndarray | None]], use_vectors: bool) -> None:
     nodes = [node for node, _ in batch]
     if not use_vectors:
-        store.upsert(nodes)
+        store.upsert(nodes, change=_IMPORT)
         return
     matrix = np.zeros((len(batch), int(store.dimension)), dtype=np.float32)
     missing = []
@@ -259,7 +287,7 @@ def _write(store: MemoryStore, batch: list[tuple[MemoryNode, np.ndarray | None]]
             matrix[index] = vector
     if missing:  # lines without a vector (e.g. an Elasticsearch memory stored without one)
         matrix[missing] = store.embedding_model.embed_passages([embedding_text(nodes[index]) for index in missing])
-    store.upsert(nodes, vectors=matrix)
+    store.upsert(nodes, vectors=matrix, change=_IMPORT)
 
 
 @contextmanager

@@ -63,7 +63,7 @@ class RunResult:
 
     def readable(self, operation: str, language: str = "en", tz: Any = None) -> str:
         """What the run did, for a person: its result text, else its memories (time-stamped, one
-        per line), else that it stopped or is done."""
+        per line), else that it stopped, that nothing matched its query, or that it is done."""
         context = self.context
         if context.result:
             text = context.result
@@ -71,11 +71,16 @@ class RunResult:
             text = "\n".join(memory.format(language, tz) for memory in context.memories)
         elif self.stopped:
             text = f"{operation}: stopped: {self.stopped}"
+        elif context.query and not self.skipped:  # asked, and nothing answered: said, not "done"
+            text = _NO_MATCH.get(language, _NO_MATCH["en"]).format(operation=operation)
         else:
             text = f"{operation}: done"
         if self.skipped:
             text += f"\n({operation} skipped {', '.join(self.skipped)}: no LLM configured)"
         return text
+
+
+_NO_MATCH = {"en": "{operation}: no memory matched the query", "zh": "{operation}：没有与查询相符的记忆"}
 
 
 @dataclass(frozen=True)

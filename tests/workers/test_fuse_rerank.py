@@ -168,3 +168,28 @@ def test_retrieve_workflow_runs_end_to_end_on_a_store(store: Any, make_node: Mak
     assert "user plays the guitar" in [m.content for m in memories]
     scores = [m.score for m in memories]
     assert None not in scores and scores == sorted(scores, key=float, reverse=True)
+
+
+def run_for(user_name: str, params: dict[str, object], ranked: tuple[MemoryNode, ...], query: str) -> MemoryContext:
+    worker = build_worker("fuse_rerank", params, make_env(timezone="Asia/Shanghai"))
+    ctx = MemoryContext(user_name=user_name, query=query, ranked=ranked)
+    worker.run(ctx)
+    return ctx
+
+
+def test_naming_the_user_does_not_lift_their_unrelated_messages_above_the_fact(make_node: Make) -> None:
+    """ "What does Lin drink?" asked of Lin's own memories: every message of Lin's is Lin's, so the
+    speaker boost would lift an unrelated one (its word "Lin" matched in the speaker) above the fact."""
+    fact = make_node("lin drinks oolong tea every morning", score=0.5)
+    chatter = said_by(make_node, "lin", "My laptop keeps crashing", 0.6)
+    ctx = run_for("lin", {"fuse_speaker_ratio": 2.0}, (chatter, fact), query="What does Lin drink?")
+    assert [m.content for m in ctx.memories] == [fact.content, chatter.content]
+    assert [m.score for m in ctx.memories] == pytest.approx([0.5, 0.3])
+
+
+def test_another_speaker_of_the_users_conversations_is_still_boosted(make_node: Make) -> None:
+    lin = said_by(make_node, "Lin", "Mei opened her tea shop today!", 0.8)
+    mei = said_by(make_node, "Mei", "I quit my job to open a tea shop", 0.6)
+    ctx = run_for("lin", {"fuse_speaker_ratio": 2.0}, (lin, mei), query="What did Mei do after quitting?")
+    assert [m.content for m in ctx.memories] == [mei.content, lin.content]
+    assert [m.score for m in ctx.memories] == pytest.approx([0.6, 0.4])
