@@ -88,7 +88,7 @@ def test_keep_leaves_the_indices_under_the_given_prefix(server: FakeElasticsearc
     kept = server.index_names()
     assert kept and all(re.fullmatch(r"team_a\.[0-9a-f]{8}_\d+(-leases)?", name) for name in kept), kept
     assert f"indices: kept {len(kept)} indices {kept[0].rpartition('_')[0]}_*" in done.stdout
-    assert done.stdout.splitlines()[-1] == f"PASS: 2 checks against {server.url} (Elasticsearch 8.13.4)"
+    assert done.stdout.splitlines()[-1] == f"PASS: 4 checks against {server.url} (Elasticsearch 8.13.4)"
 
 
 def test_an_unreachable_cluster_is_one_line_and_exit_2() -> None:
