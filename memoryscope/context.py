@@ -72,11 +72,15 @@ class TextVector:
 @dataclass(frozen=True)
 class SearchFilter:
     """What a caller narrows a retrieval to (the simple API's `search`): only these kinds of
-    memory, only this time range, only memories whose metadata passes these conditions."""
+    memory, only this time range, only memories whose metadata passes these conditions. And the
+    one way it is wider than the run's scope: `any_target` / `any_workspace`, the user's memories
+    of every target / workspace (a door caller with `target=None` / `workspace=None`)."""
 
     memory_types: tuple[MemoryType, ...] | None = None
     time_range: TimeRange | None = None
     metadata: tuple[MetadataCondition, ...] = ()
+    any_target: bool = False
+    any_workspace: bool = False
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,8 @@ class RetrieveMemoryWorker(Worker):
 
     A caller's `search_filter` (the simple API's `search`) narrows every search: only its memory
     types, only its time range (a hard limit, never widened), only memories whose metadata
-    passes its conditions.
+    passes its conditions; its `any_target` / `any_workspace` search the user's memories of
+    every target / workspace (never another user's).
     """
 
     reads: ClassVar[tuple[str, ...]] = ("query", "query_vector", "embedded", "search_filter")
@@ -155,8 +156,8 @@ class RetrieveMemoryWorker(Worker):
         narrowing = ctx.search_filter or SearchFilter()
         scope = MemoryFilter(
             user_name=ctx.user_name,
-            target_name=ctx.target_name,
-            workspace=ctx.workspace,
+            target_name=None if narrowing.any_target else ctx.target_name,
+            workspace=None if narrowing.any_workspace else ctx.workspace,
             time_range=narrowing.time_range,
             metadata=narrowing.metadata,
         )

@@ -41,6 +41,7 @@ __all__ = [
 # A service with this operation keeps memory MemoryOS's way (`configs/memoryos.yaml`).
 MEMORYOS_OPERATION = "memoryos_add"
 _INPUT_ERRORS = (InvalidInputError, NotFoundError, PermissionDeniedError)
+_OWNER_PAGE = 500
 _Door = TypeVar("_Door", bound="DoorBase")
 
 
@@ -108,10 +109,17 @@ class DoorBase:
     # -- who ---------------------------------------------------------------------------------
 
     def caller(
-        self, user_id: str | None = None, *, workspace: str | None = "", target: str = "", local: bool = True, **more: Any
+        self,
+        user_id: str | None = None,
+        *,
+        workspace: str | None = "",
+        target: str | None = "",
+        local: bool = True,
+        **more: Any,
     ) -> Caller:
         """The caller of a face: `user_id`, or the service's `human_name` when the face names no
-        user. `local`: this process (Python, the command line), which owns the store."""
+        user. `local`: this process (Python, the command line), which owns the store. `workspace`
+        or `target` None: the reads cover any (see `Caller`)."""
         if user_id is not None and not isinstance(user_id, str):
             raise InvalidInputError(f"user_id must be a text, got {type(user_id).__name__}")
         named = user_id is not None
@@ -135,7 +143,7 @@ class DoorBase:
             )
         try:
             return self.service.run_operation(
-                operation, caller.user_id, target_name=caller.target, workspace=caller.write_workspace, **inputs
+                operation, caller.user_id, target_name=caller.write_target, workspace=caller.write_workspace, **inputs
             )
         except WorkerError as error:
             if isinstance(error.cause, _INPUT_ERRORS):
@@ -176,6 +184,27 @@ class DoorBase:
             raise MemoryNotFoundError(memory_id)
         node = found[0]
         return replace(caller.for_user(node.user_name, node.workspace), target=node.target_name), node
+
+    def _owners(self, caller: Caller, *, with_state: bool = False) -> list[Caller]:
+        """The caller as each exact owner it covers: one per target and workspace of its user's
+        memories (and, `with_state`, of its state records, such as an agent's blocks) that its
+        `target` and `workspace` reach (None: any). An exact caller is its one owner."""
+        if not caller.widened:
+            return [caller]
+        store = self._require_store()
+        pairs: set[tuple[str, str]] = set()
+        scope, offset = caller.memory_filter(status=None), 0
+        while True:
+            page = store.scan(scope, limit=_OWNER_PAGE, offset=offset)
+            pairs.update((node.target_name, node.workspace) for node in page)
+            if len(page) < _OWNER_PAGE:
+                break
+            offset += len(page)
+        if with_state:
+            for batch in store.iter_state(user_name=caller.user_id, batch_size=_OWNER_PAGE):
+                held = {(record.key.owner.target_name, record.key.owner.workspace) for record in batch}
+                pairs.update(pair for pair in held if caller.covers(*pair))
+        return [replace(caller, target=target, workspace=workspace) for target, workspace in sorted(pairs)]
 
     def _by_owner(self, caller: Caller, nodes: list[MemoryNode]) -> dict[Caller, list[str]]:
         owners: dict[Caller, list[str]] = {}

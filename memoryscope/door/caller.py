@@ -43,15 +43,18 @@ class Caller:
 
     `user_id`: whose memories; `named`: whether the face named that user (False: the config's
     default user, which `delete_all` refuses); `workspace` and `target`: the isolation key beside
-    the user ("" is none; `workspace=None` reads memories of any workspace, by id); `agent_id`
-    and `run_id`: where a face has them (an assistant's id, a caller's own run); `scopes`: read,
-    write, admin; `reach`: by memory id, which other users' memories this caller may touch (None:
-    only `user_id`'s).
+    the user ("" is none). None is "any": `search`, `get_all`, `delete_all` (and the reads that
+    list, such as `profile`) cover the user's memories of every workspace (`workspace=None`) or
+    every target (`target=None`), and by memory id `workspace=None` reaches any workspace of the
+    user; a write (`add`, `run`) needs both given (`write_target`, `write_workspace` are what a
+    write of another verb's run carries: "" for None). `agent_id` and `run_id`: where a face has
+    them (an assistant's id, a caller's own run); `scopes`: read, write, admin; `reach`: by memory
+    id, which other users' memories this caller may touch (None: only `user_id`'s).
     """
 
     user_id: str
     workspace: str | None = ""
-    target: str = ""
+    target: str | None = ""
     agent_id: str = ""
     run_id: str = ""
     scopes: frozenset[str] = field(default_factory=lambda: frozenset((READ, WRITE)))
@@ -59,7 +62,7 @@ class Caller:
     reach: Reach | None = None
 
     def __post_init__(self) -> None:
-        for what, value in (("user_id", self.user_id), ("target", self.target), ("workspace", self.workspace or "")):
+        for what, value in (("user_id", self.user_id), ("target", self.target or ""), ("workspace", self.workspace or "")):
             if not isinstance(value, str):
                 raise InvalidInputError(f"{what} must be a text, got {type(value).__name__}")
             if len(value) > MAX_NAME_CHARS:
@@ -69,7 +72,7 @@ class Caller:
         object.__setattr__(self, "scopes", frozenset(self.scopes))
 
     @classmethod
-    def local(cls, user_id: str, *, named: bool, workspace: str | None = "", target: str = "") -> Caller:
+    def local(cls, user_id: str, *, named: bool, workspace: str | None = "", target: str | None = "") -> Caller:
         """A caller in this process (Python, the command line): it owns the store, so by memory id
         it reaches every user's memories unless it named a user."""
         scopes = frozenset((READ, WRITE, ADMIN))
@@ -88,6 +91,29 @@ class Caller:
     def write_workspace(self) -> str:
         return self.workspace or ""
 
+    @property
+    def write_target(self) -> str:
+        return self.target or ""
+
+    @property
+    def widened(self) -> bool:
+        """Whether this caller reads any target or any workspace of its user (see the class)."""
+        return self.target is None or self.workspace is None
+
+    def require_exact(self, verb: str) -> None:
+        """InvalidInputError unless this caller names one target and one workspace: what a write needs."""
+        if self.widened:
+            given = (("target", self.target), ("workspace", self.workspace))
+            missing = " and ".join(what for what, value in given if value is None)
+            raise InvalidInputError(
+                f"{verb} writes the memories of one target and one workspace: give the {missing} "
+                '("" for none); only the reads (search, get_all) and delete_all take any'
+            )
+
+    def covers(self, target_name: str, workspace: str) -> bool:
+        """Whether a memory of the caller's user in this target and workspace is in the caller's reach."""
+        return (self.target is None or target_name == self.target) and (self.workspace is None or workspace == self.workspace)
+
     def memory_filter(
         self,
         *,
@@ -100,7 +126,7 @@ class Caller:
         """The store filter of this caller's memories (further narrowed as asked)."""
         return MemoryFilter(
             user_name=self.user_id,
-            target_name=None if any_target else self.target,
+            target_name=None if any_target else self.target,  # None: any target too
             workspace=self.workspace,
             memory_types=memory_types,
             status=status,

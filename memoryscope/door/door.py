@@ -72,6 +72,7 @@ class Door(ReadingVerbs, AgentVerbs, SourceVerbs):
         """`add`, its input checked now (every error `add` raises for its input) and its write
         returned to be run later: what a face accepting a write before doing it (HTTP's 202) uses."""
         caller.require(WRITE, "add")
+        caller.require_exact("add")
         extra = checked_metadata(metadata)
         said = messages_of(messages, self._now(time), extra)
         if idempotency_key is not None:
@@ -135,13 +136,22 @@ class Door(ReadingVerbs, AgentVerbs, SourceVerbs):
         )
 
     def delete_all(self, caller: Caller) -> WriteOutcome:
-        """Delete every memory of the caller's user (in its target and workspace): the user must be named."""
+        """Delete every memory of the caller's user in its target and workspace (None: in every
+        one, a `delete_all` run for each, so the history names each target and workspace): the
+        user must be named. Several owners' runs answer with no single `run_id`."""
         caller.require(WRITE, "delete_all")
         if not caller.named:
             raise InvalidInputError("delete_all deletes every memory of one user: name the user (user_id=, --user)")
-        result = self._run(caller, "delete_all", "delete_all")
-        context = result.context
-        return WriteOutcome(result.run_id, "delete_all", context.result, deleted_count=context.deleted_count)
+        if not caller.widened:
+            result = self._run(caller, "delete_all", "delete_all")
+            context = result.context
+            return WriteOutcome(result.run_id, "delete_all", context.result, deleted_count=context.deleted_count)
+        outcomes = [self.delete_all(owner) for owner in self._owners(caller, with_state=True)]
+        if len(outcomes) == 1:
+            return outcomes[0]
+        deleted = sum(outcome.deleted_count for outcome in outcomes)
+        summary = f"deleted {deleted} memories of {caller.user_id!r} in {len(outcomes)} targets and workspaces"
+        return WriteOutcome("", "delete_all", summary, deleted_count=deleted)
 
     def reset(self, caller: Caller) -> WriteOutcome:
         """Delete every memory of every user, target and workspace in the store (admin only): one
@@ -196,6 +206,7 @@ class Door(ReadingVerbs, AgentVerbs, SourceVerbs):
         the limits every verb keeps; memory ids must be the caller's. Inputs given empty (None,
         "", no items, False) are left out, so a face can pass every field it has."""
         caller.require(WRITE, operation)
+        caller.require_exact(operation)
         inputs: dict[str, Any] = {name: tuple(v) if isinstance(v, list) else v for name, v in given.items() if v}
         if operation == "delete_all" and not caller.named:
             raise InvalidInputError("delete_all deletes every memory of one user: name the user (user_id=, --user)")
@@ -270,7 +281,7 @@ class Door(ReadingVerbs, AgentVerbs, SourceVerbs):
     @staticmethod
     def _write_key(caller: Caller, key: str) -> StateKey:
         return StateKey(
-            StateOwner(caller.user_id, caller.target, caller.write_workspace), ACCEPTED_WRITE, checked_idempotency_key(key)
+            StateOwner(caller.user_id, caller.write_target, caller.write_workspace), ACCEPTED_WRITE, checked_idempotency_key(key)
         )
 
     def import_memories(self, caller: Caller, source: str | Path | TextIO, **options: Any) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import datetime
 from pathlib import Path
 from typing import IO, Any
@@ -20,7 +20,7 @@ from memoryscope.door.relevance import Relevance
 from memoryscope.door.streaming import stream_of
 from memoryscope.errors import InvalidInputError, NotFoundError
 from memoryscope.history import MemoryChange
-from memoryscope.memory import MemoryStatus, MemoryType
+from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
 from memoryscope.stores.base import MemoryFilter, TimeRange
 from memoryscope.stores.legacy_agent import migrate_owner
 from memoryscope.stores.state import CORE_BLOCK, StateKey, StateOwner
@@ -52,7 +52,10 @@ class ReadingVerbs(DoorBase):
     ) -> list[MemoryRecord]:
         """The `top_k` memories of the caller's user that best answer `query`, best first, each
         scored by how well it answers, in [0, 1] (`memoryscope.door.relevance`); with `threshold`
-        (0 to 1), only those scoring at least that."""
+        (0 to 1), only those scoring at least that. A caller with `target` or `workspace` None
+        searches the user's memories of every target or workspace: in one search (the retrieval
+        reads `SearchFilter.any_target`/`any_workspace`), or under MemoryOS's policy, whose recall
+        reads one target and workspace, one per owner, merged by score."""
         caller.require(READ, "search")
         if not isinstance(query, str) or not query.strip():
             raise InvalidInputError("search needs a query; get_all lists memories without one")
@@ -67,12 +70,18 @@ class ReadingVerbs(DoorBase):
         query = query.strip()
         relevance = Relevance(self._require_store(), self.settings.language)
         vector = relevance.query_vector(query)
-        result = self._run(
-            caller, self._retrieve_operation, "search", query=query, query_time=self._now(query_time),
-            search_filter=narrowed, top_k=top_k, embedded=(TextVector(query, vector, is_query=True),),
-        )  # fmt: skip
-        found = result.context.memories[:top_k]
-        scored = [node.with_score(score) for node, score in zip(found, relevance.scores(query, vector, found), strict=True)]
+        owners = self._owners(caller) if caller.widened and self.memoryos else [caller]
+        scored: list[MemoryNode] = []
+        for owner in owners:
+            result = self._run(
+                owner, self._retrieve_operation, "search", query=query, query_time=self._now(query_time),
+                search_filter=replace(narrowed, any_target=owner.target is None, any_workspace=owner.workspace is None),
+                top_k=top_k, embedded=(TextVector(query, vector, is_query=True),),
+            )  # fmt: skip
+            found = result.context.memories[:top_k]
+            scored += [node.with_score(score) for node, score in zip(found, relevance.scores(query, vector, found), strict=True)]
+        if len(owners) > 1:  # each owner's list is best first: merged, the scores still never rise
+            scored = sorted(scored, key=lambda node: node.score or 0.0, reverse=True)[:top_k]
         if threshold is not None:  # scores never rise down the list: those that pass come first
             scored = [node for node in scored if node.score is not None and node.score >= threshold]
         return self._records(scored)
@@ -164,7 +173,7 @@ class ReadingVerbs(DoorBase):
         if store.count(caller.memory_filter(status=None)) > 0:
             return True
         return any(
-            record.key.owner.workspace == caller.write_workspace and record.key.owner.target_name == caller.target
+            caller.covers(record.key.owner.target_name, record.key.owner.workspace)
             for batch in store.iter_state(user_name=caller.user_id, batch_size=_PAGE)
             for record in batch
         )
@@ -186,7 +195,7 @@ class ReadingVerbs(DoorBase):
     def _human_block(self, caller: Caller) -> str:
         """The text of the agent's `human` block (a state record, not a memory); "" before the agent made it."""
         store = self._require_store()
-        owner = StateOwner(caller.user_id, caller.target, caller.write_workspace)
+        owner = StateOwner(caller.user_id, caller.write_target, caller.write_workspace)
         migrate_owner(store, owner)
         found = store.read_state([StateKey(owner, CORE_BLOCK, "human")])
         text = found[0].value.get("text") if found else ""
@@ -197,7 +206,7 @@ class ReadingVerbs(DoorBase):
         read from the store (so any process sees it), with this process's own runs."""
         caller.require(READ, "status")
         store = self._require_store()
-        who = Scope(caller.user_id, caller.target, caller.write_workspace)
+        who = Scope(caller.user_id, caller.write_target, caller.write_workspace)
         newest: dict[str, MemoryChange] = {}
         for change in store.history(user_name=caller.user_id, limit=_STATUS_CHANGES, newest_first=True):
             if change.run_id and change.workspace == who.workspace and change.target_name == who.target_name:

@@ -203,7 +203,7 @@ class SourceVerbs(DoorBase):
     def attached_sources(self, caller: Caller) -> list[str]:
         """The names of the sources attached to the agent the caller acts as (that still exist)."""
         caller.require(READ, "attached_sources")
-        owner = StateOwner(caller.user_id, caller.target, caller.write_workspace)
+        owner = StateOwner(caller.user_id, caller.write_target, caller.write_workspace)
         records = self._require_store().list_state(owner, ATTACHED_KIND)
         attached = {record.key.name for record in records if record.value.get("attached")}
         return [source.name for source in self.list_sources(caller) if source.name in attached]
@@ -252,7 +252,7 @@ class SourceVerbs(DoorBase):
         return None if not found or found[0].value.get("deleted") else dict(found[0].value)
 
     def _set_attached(self, caller: Caller, name: str, attached: bool) -> None:
-        key = StateKey(StateOwner(caller.user_id, caller.target, caller.write_workspace), ATTACHED_KIND, name)
+        key = StateKey(StateOwner(caller.user_id, caller.write_target, caller.write_workspace), ATTACHED_KIND, name)
         value = {"attached": attached, "at": self._now(None).isoformat()}
         self._require_store().write_state({key: value}, change=ChangeSource("attach_source" if attached else "detach_source"))
 

@@ -13,8 +13,9 @@
 
 - `Memory`, `AsyncMemory` (`memory`): mem0's signatures and answers; `Memory.from_config(dict)`
   reads mem0's config (`config`: the LLM, the embedder, the store, and what is not used).
-- `user_id` is the user, `agent_id` the target, `run_id` the workspace (`shapes`): each memory
-  belongs to exactly the ids it was added with.
+- `user_id` is the user, `agent_id` the target, `run_id` the workspace (`shapes`): a memory
+  carries the ids it was added with; a read or `delete_all` matches every memory that has the
+  ids it names (within one user: a memory added with a `user_id` is read by naming it).
 - `calls`: the verbs in mem0's shapes, shared with the server's mem0 paths (`POST /memories`,
   `POST /search`, ...; `memoryscope.server.routes_mem0`).
 

@@ -97,7 +97,7 @@ def _event(record: MemoryRecord) -> dict[str, Any]:
 def search(
     door: Door, caller: Caller, query: str, *, top_k: int, filters: Mapping[str, Any] | None, threshold: float | None
 ) -> dict[str, Any]:
-    """mem0's `search`: the best `top_k` memories of the ids' scope, each with its `score`."""
+    """mem0's `search`: the best `top_k` memories the caller reads, each with its `score`."""
     if not isinstance(query, str) or not query.strip():
         raise InvalidInputError("Invalid query: cannot be empty or whitespace-only.")
     found = door.search(caller, query.strip(), top_k=top_k, filters=filters, threshold=threshold)
@@ -107,7 +107,7 @@ def search(
 def get_all(
     door: Door, caller: Caller, *, filters: Mapping[str, Any] | None, limit: int, show_expired: bool = False
 ) -> dict[str, Any]:
-    """mem0's `get_all`: the scope's memories, newest first, the first `limit`."""
+    """mem0's `get_all`: the memories the caller reads, newest first, the first `limit`."""
     found = door.get_all(caller, filters=filters, limit=limit, include_expired=show_expired)
     return {"results": [memory_item(record, score=False) for record in found]}
 
@@ -135,7 +135,7 @@ def delete(door: Door, caller: Caller, memory_id: str) -> dict[str, Any]:
 
 
 def delete_all(door: Door, caller: Caller) -> dict[str, Any]:
-    """mem0's `delete_all`: every memory of exactly the ids' scope."""
+    """mem0's `delete_all`: every memory the caller reads (a caller of mem0's read scope: `Mem0Scope`)."""
     door.delete_all(caller)
     return {"message": "Memories deleted successfully!"}
 

@@ -105,15 +105,15 @@ class Memory:
     ) -> dict[str, Any]:
         """The best memories for `query`, best first: `{"results": [{"id", "memory", "hash",
         "metadata", "score", "created_at", "updated_at", "user_id", ...}]}`. The ids come in
-        `filters` (`{"user_id": "alice"}`) or as keywords (older mem0); other `filters` keys are
-        conditions on metadata. `top_k` (or `limit`, older mem0; default 20); `threshold`: only
+        `filters` (`{"user_id": "alice"}`) or as keywords (older mem0), and match as in `get_all`;
+        other `filters` keys are conditions on metadata. `top_k` (or `limit`, older mem0; default 20); `threshold`: only
         scores (0 to 1) at least that. `rerank`: MemoryScope always ranks; `explain` and
         `show_expired` are accepted and not used."""
         _check_ignored(ignored, ("explain", "show_expired", "reference_date"), "search")
         scope, conditions = split_filters(filters, user_id=user_id, agent_id=agent_id, run_id=run_id, verb="search")
         del rerank
         size = _size(top_k, limit, _SEARCH_TOP_K, "search")
-        return calls.search(self.door, self._caller(scope), query, top_k=size, filters=conditions, threshold=threshold)
+        return calls.search(self.door, self._reader(scope), query, top_k=size, filters=conditions, threshold=threshold)
 
     def get(self, memory_id: str) -> dict[str, Any] | None:
         """One memory by id (any user's: this process owns the store), or None."""
@@ -130,11 +130,12 @@ class Memory:
         top_k: int | None = None,
         show_expired: bool = False,
     ) -> dict[str, Any]:
-        """The memories of the ids given (in `filters` or as keywords), newest first:
-        `{"results": [...]}`; the first `top_k` (or `limit`; default 100)."""
+        """The memories that have the ids given (in `filters` or as keywords; an id not given
+        matches any, within the user named, or the memories added with no `user_id` when none is
+        named), newest first: `{"results": [...]}`; the first `top_k` (or `limit`; default 100)."""
         scope, conditions = split_filters(filters, user_id=user_id, agent_id=agent_id, run_id=run_id, verb="get_all")
         size = _size(top_k, limit, _LIST_LIMIT, "get_all")
-        return calls.get_all(self.door, self._caller(scope), filters=conditions, limit=size, show_expired=show_expired)
+        return calls.get_all(self.door, self._reader(scope), filters=conditions, limit=size, show_expired=show_expired)
 
     def update(
         self, memory_id: str, text: str | None = None, metadata: Mapping[str, Any] | None = None, *, data: str | None = None
@@ -147,8 +148,8 @@ class Memory:
         return calls.delete(self.door, self._anyone(), memory_id)
 
     def delete_all(self, user_id: str | None = None, agent_id: str | None = None, run_id: str | None = None) -> dict[str, Any]:
-        """Delete every memory of exactly these ids (at least one)."""
-        return calls.delete_all(self.door, self._caller(scope_of(user_id, agent_id, run_id, verb="delete_all")))
+        """Delete every memory that has these ids (at least one; see `get_all`)."""
+        return calls.delete_all(self.door, self._reader(scope_of(user_id, agent_id, run_id, verb="delete_all")))
 
     def history(self, memory_id: str) -> list[dict[str, Any]]:
         """Every change to one memory, oldest first: `event` ADD/UPDATE/DELETE, `old_memory`, `new_memory`, ..."""
@@ -174,6 +175,9 @@ class Memory:
 
     def _caller(self, scope: Mem0Scope) -> Caller:
         return scope.local_caller(self.door)
+
+    def _reader(self, scope: Mem0Scope) -> Caller:
+        return scope.local_caller(self.door, reading=True)
 
     def _anyone(self) -> Caller:
         """By memory id: this process owns the store, so it reaches any user's memory (as mem0)."""

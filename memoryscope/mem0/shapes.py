@@ -4,11 +4,14 @@ Shared by the Python drop-in (`memoryscope.mem0.Memory`) and the REST aliases
 (`memoryscope.server.routes_mem0`), so both answer exactly alike.
 
 How mem0's ids map onto the door's caller (`memoryscope.door.Caller`): `user_id` is the user,
-`agent_id` the target, `run_id` the workspace. Each memory belongs to exactly the ids it was added
-with, and every verb works on exactly the ids it is given: a memory added with `user_id="ann",
-run_id="r1"` is found by a search with both, not by one with `user_id="ann"` alone (mem0 finds it
-by either). Memories added with an `agent_id` and no `user_id` belong to the user `NO_USER`, a
-name no mem0 id can have (mem0 ids have no whitespace), so they never mix with a user's.
+`agent_id` the target, `run_id` the workspace. A memory carries every id it was added with (an
+`add` writes exactly them). As in mem0, the ids of a read (`search`, `get_all`) or a `delete_all`
+are filters: an id not given matches any, so `search(..., user_id="ann")` finds Ann's memories
+added with any `agent_id` and `run_id`; the door does it (a caller's target or workspace None).
+Memories added with no `user_id` belong to the user `NO_USER`, a name no mem0 id can have (mem0
+ids have no whitespace), so they never mix with a user's; a read with no `user_id` reads them:
+`get_all(agent_id="bot")` finds the memories added with that `agent_id` and no `user_id` (mem0
+finds every user's too; here a user's memories are read only by naming the user).
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ _EVENTS = {"created": ADD, "restored": ADD, "updated": UPDATE, "expired": DELETE
 
 @dataclass(frozen=True)
 class Mem0Scope:
-    """mem0's `user_id`, `agent_id` and `run_id` ("" when not given) as the door's user, target and workspace."""
+    """mem0's `user_id`, `agent_id` and `run_id` ("" when not given) as the door's user, target and
+    workspace: exactly them for a write; for a read, an id not given is any (None)."""
 
     user_id: str = ""
     agent_id: str = ""
@@ -43,8 +47,19 @@ class Mem0Scope:
     def user(self) -> str:
         return self.user_id or NO_USER
 
-    def local_caller(self, door: Door) -> Caller:
-        """The caller of this process (the Python drop-in), for exactly these ids."""
+    @property
+    def read_target(self) -> str | None:
+        return self.agent_id or None
+
+    @property
+    def read_workspace(self) -> str | None:
+        return self.run_id or None
+
+    def local_caller(self, door: Door, *, reading: bool = False) -> Caller:
+        """The caller of this process (the Python drop-in): for exactly these ids, or `reading`
+        (search, get_all, delete_all), for every memory that has them."""
+        if reading:
+            return door.caller(self.user, workspace=self.read_workspace, target=self.read_target)
         return door.caller(self.user, workspace=self.run_id, target=self.agent_id)
 
 

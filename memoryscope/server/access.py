@@ -98,12 +98,15 @@ class ApiKey:
         if not self.admin and not (self.users or self.workspaces):
             raise ValueError(f"ApiKey {self.name!r} would reach no one: give users, workspaces or admin=True")
 
-    def permits(self, user: str, workspace: str = "") -> bool:
-        """Whether this key may read and write `user`'s memories in `workspace`."""
+    def permits(self, user: str, workspace: str | None = "") -> bool:
+        """Whether this key may read and write `user`'s memories in `workspace` (None: in every
+        workspace, which a key scoped to workspaces may not)."""
         if self.admin:
             return True
         if self.users and user not in self.users:
             return False
+        if workspace is None:
+            return not self.workspaces
         return not (self.workspaces and workspace not in self.workspaces)
 
     @property

@@ -4,7 +4,9 @@
 
 Aliases, not a second API: each route makes the request's caller as `/v1` does (the same API
 keys, rate, browser guard and body limit), with mem0's `user_id`, `agent_id` and `run_id` as the
-user, target and workspace (`memoryscope.mem0.shapes`), and calls the same door verbs through
+user, target and workspace (`memoryscope.mem0.shapes`: exactly them for `POST /memories`; for a
+read and `DELETE /memories`, an id not given matches any, which a key scoped to workspaces may
+not ask: 403 unless `run_id` names one of its workspaces), and calls the same door verbs through
 `memoryscope.mem0.calls`, which the Python drop-in calls too. Errors answer as `/v1`'s do (a
 missing id is 422 here, where mem0 says 400). `POST /reset` needs an admin key (the door's
 `reset` verb asks for the admin scope); `GET /memories` without an id is refused (mem0 lists
@@ -82,6 +84,10 @@ def _caller(state: ServerState, who: Caller, scope: Mem0Scope) -> VerbCaller:
     return who.for_user(state, scope.user, scope.run_id, scope.agent_id)
 
 
+def _reader(state: ServerState, who: Caller, scope: Mem0Scope) -> VerbCaller:
+    return who.for_user(state, scope.user, scope.read_workspace, scope.read_target)
+
+
 @router.post("/memories", summary="Create memories (mem0's path)")
 def add_memory(body: MemoryCreate, request: Request, who: CallerDep) -> dict[str, Any]:
     for name in ("expiration_date", "memory_type"):
@@ -104,7 +110,7 @@ def get_all_memories(
     state = state_of(request)
     scope = scope_of(user_id, agent_id, run_id, verb="get_all")
     limit = _LIST_LIMIT if top_k is None else top_k
-    return calls.get_all(state.door, _caller(state, who, scope), filters=None, limit=limit, show_expired=show_expired)
+    return calls.get_all(state.door, _reader(state, who, scope), filters=None, limit=limit, show_expired=show_expired)
 
 
 @router.get("/memories/{memory_id}", summary="Get a memory (mem0's path)")
@@ -121,7 +127,7 @@ def search_memories(body: SearchRequest, request: Request, who: CallerDep) -> di
         body.filters, user_id=body.user_id, agent_id=body.agent_id, run_id=body.run_id, verb="search"
     )  # fmt: skip
     top_k = _SEARCH_TOP_K if body.top_k is None else body.top_k
-    caller = _caller(state, who, scope)
+    caller = _reader(state, who, scope)
     return calls.search(state.door, caller, body.query, top_k=top_k, filters=conditions, threshold=body.threshold)
 
 
@@ -149,7 +155,7 @@ def delete_all_memories(
     request: Request, who: CallerDep, user_id: EntityId = None, run_id: EntityId = None, agent_id: EntityId = None
 ) -> dict[str, Any]:
     state = state_of(request)
-    calls.delete_all(state.door, _caller(state, who, scope_of(user_id, agent_id, run_id, verb="delete_all")))
+    calls.delete_all(state.door, _reader(state, who, scope_of(user_id, agent_id, run_id, verb="delete_all")))
     return {"message": "All relevant memories deleted"}
 
 

@@ -71,24 +71,37 @@ class Caller:
     def admin(self) -> bool:
         return self.key is None or self.key.admin
 
-    def permits(self, user: str, workspace: str = "") -> bool:
+    def permits(self, user: str, workspace: str | None = "") -> bool:
         return self.key is None or self.key.permits(user, workspace)
 
-    def require(self, user: str, workspace: str = "") -> None:
-        """403 unless this caller's key reaches `user` in `workspace`."""
+    def require(self, user: str, workspace: str | None = "") -> None:
+        """403 unless this caller's key reaches `user` in `workspace` (None: in every workspace)."""
         if not self.permits(user, workspace):
+            if workspace is None and self.key is not None and self.key.workspaces:
+                raise ApiError(
+                    403, "forbidden", f"the API key {self.name!r} reaches only the workspaces {sorted(self.key.workspaces)}: "
+                    "name one (the workspace, or mem0's run_id) to read or delete in it"
+                )  # fmt: skip
             where = f" in workspace {workspace!r}" if workspace else ""
             raise ApiError(
                 403, "forbidden", f"the API key {self.name!r} may not reach user {user!r}{where}; use a key scoped to them"
             )
 
     def for_user(
-        self, state: ServerState, named: str | None, workspace: str = "", target: str = "", *, default_user: bool = False
+        self,
+        state: ServerState,
+        named: str | None,
+        workspace: str | None = "",
+        target: str | None = "",
+        *,
+        default_user: bool = False,
     ) -> VerbCaller:
         """The verbs' caller of this request: the user it names (a path, the `user` field, the
         X-MemoryScope-User header), else the one user its key is scoped to, else, where the face
         allows it and no keys are configured, the service's `human_name`; 422 when none, 403 when
-        the key does not reach them. The one place an HTTP face decides who the user is."""
+        the key does not reach them. The one place an HTTP face decides who the user is.
+        `workspace`/`target` None: the reads cover any (`memoryscope.door.Caller`); 403 for a key
+        scoped to workspaces, which reaches no other."""
         user = (named or "").strip() or self.sole_user()
         if not user and default_user and self.key is None:
             user = state.service.params.human_name

@@ -30,3 +30,16 @@ def store_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def memory(store_path: Path) -> Iterator[Memory]:
     with Memory() as opened:
         yield opened
+
+
+@pytest.fixture(scope="module")
+def module_memory(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Memory]:
+    """An offline `Memory` shared by one module's tests (the environment as `store_path`'s only
+    while it is built: it is read then)."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name in ENVIRONMENT:
+            patch.delenv(name, raising=False)
+        patch.setenv("MEMORYSCOPE_STORE_PATH", str(tmp_path_factory.mktemp("mem0") / "mem0.db"))
+        opened = Memory()
+    with opened:
+        yield opened

@@ -232,7 +232,7 @@ def test_retrieve_memory_keeps_results_at_or_above_the_threshold(tmp_path: Path)
         assert [line.split("] ", 1)[1].split("  (id:")[0] for line in listed.splitlines()] == kept
         assert "keeps bees" in listed and len(kept) == 2
         assert len(tools.retrieve_memory("ann", "bees in Kyoto", threshold=0.0).splitlines()) == len(ranked)
-        with pytest.raises(InvalidInputError, match=r"threshold must be a number from 0 to 1, got 1\.5"):
+        with pytest.raises(InvalidInputError, match=r"threshold 1\.5 is out of range.*from 0 to 1"):
             tools.retrieve_memory("ann", "bees", threshold=1.5)
 
 

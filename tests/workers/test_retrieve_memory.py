@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from memoryscope.context import MemoryContext
+from memoryscope.context import MemoryContext, SearchFilter
 from memoryscope.errors import ConfigError
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
 from memoryscope.stores.base import TimeRange
@@ -58,6 +58,23 @@ def test_finds_the_users_guitar_first_and_never_another_scope(seeded: Any) -> No
     assert "user plays the piano" not in {m.content for m in ctx.retrieved}
     assert all(m.score is not None for m in ctx.retrieved)
     assert ctx.memories == ctx.retrieved
+
+
+@pytest.mark.parametrize(
+    ("widening", "scopes"),
+    [
+        ({"any_target": True}, {("", ""), ("ann's sister", "")}),
+        ({"any_workspace": True}, {("", ""), ("", "other-assistant")}),
+        ({"any_target": True, "any_workspace": True}, {("", ""), ("ann's sister", ""), ("", "other-assistant")}),
+    ],
+)
+def test_a_search_filter_of_any_target_or_workspace_searches_them_all_never_another_user(
+    seeded: Any, widening: dict[str, bool], scopes: set[tuple[str, str]]
+) -> None:
+    params = {"retrieve_ins_top_k": 0, "retrieve_conversation_top_k": 0}
+    ctx = retrieve(seeded, params, query="what instrument do I play", search_filter=SearchFilter(**widening))
+    assert {(m.target_name, m.workspace) for m in ctx.retrieved} == scopes
+    assert {m.user_name for m in ctx.retrieved} == {"ann"}
 
 
 def test_each_kind_is_cut_at_its_own_top_k_and_expired_only_when_asked(seeded: Any) -> None:

@@ -114,3 +114,72 @@ def test_the_same_keys_scopes_and_errors_as_v1(server: LiveServer) -> None:
     with client(server, ADMIN_KEY) as admin:
         assert admin.post("/reset").json() == {"message": "All memories reset"}
         assert admin.get("/memories", params={"user_id": "bob"}).json() == {"results": []}
+
+
+TRIP_KEY, TWO_KEY = "trip-secret-key", "two-workspaces-key"
+
+
+@pytest.fixture
+def scoped_server(store_path: Path) -> Iterator[LiveServer]:
+    scope = MemoryScope("default")
+    keys = KeyRing.of(
+        ApiKey("alice-app", _digest(ALICE_KEY), users=frozenset({"alice"})),
+        ApiKey("trip-app", _digest(TRIP_KEY), workspaces=frozenset({"trip"})),
+        ApiKey("two-app", _digest(TWO_KEY), workspaces=frozenset({"trip", "home"})),
+        ApiKey("ops", _digest(ADMIN_KEY), admin=True),
+    )
+    live = LiveServer(create_app(scope, keys=keys)).start()
+    try:
+        yield live
+    finally:
+        live.stop()
+        scope.close(timeout=5)
+
+
+def _texts(response: httpx.Response) -> set[str]:
+    assert response.status_code == 200, response.text
+    return {item["memory"] for item in response.json()["results"]}
+
+
+def test_reads_and_delete_all_match_every_memory_with_the_ids_and_keys_keep_their_workspaces(
+    scoped_server: LiveServer,
+) -> None:
+    added = {
+        "alice likes tea": {"user_id": "alice"},
+        "alice plans a trip to Kyoto": {"user_id": "alice", "run_id": "trip"},
+        "alice asked the bot for hotels": {"user_id": "alice", "agent_id": "bot", "run_id": "trip"},
+        "alice waters the plants": {"user_id": "alice", "run_id": "home"},
+        "the bot answers in English": {"agent_id": "bot"},
+    }
+    with client(scoped_server, ADMIN_KEY) as admin:
+        for text, ids in added.items():
+            body = {"messages": [{"role": "user", "content": text}], "infer": False, **ids}
+            assert admin.post("/memories", json=body).status_code == 200
+        # no user named: the memories added with no user_id (alice's of the bot are read by naming her)
+        assert _texts(admin.get("/memories", params={"agent_id": "bot"})) == {"the bot answers in English"}
+    alices = {text for text, ids in added.items() if ids.get("user_id") == "alice"}
+    with client(scoped_server, ALICE_KEY) as alice:  # a key of users, any workspace: mem0's filters
+        assert _texts(alice.get("/memories", params={"user_id": "alice"})) == alices
+        assert _texts(alice.post("/search", json={"query": "what does alice do?", "filters": {"user_id": "alice"}})) == alices
+        with_bot = alice.get("/memories", params={"user_id": "alice", "agent_id": "bot"})
+        assert _texts(with_bot) == {"alice asked the bot for hotels"}
+    trip = {"alice plans a trip to Kyoto", "alice asked the bot for hotels"}
+    for key in (TRIP_KEY, TWO_KEY):
+        with client(scoped_server, key) as scoped:  # a key of workspaces never reads outside them
+            assert _error(scoped.get("/memories", params={"user_id": "alice"})) == (403, "forbidden")
+            refused = scoped.post("/search", json={"query": "tea", "filters": {"user_id": "alice"}})
+            assert _error(refused) == (403, "forbidden") and "trip" in refused.json()["error"]["message"]
+            assert _error(scoped.delete("/memories", params={"user_id": "alice"})) == (403, "forbidden")
+            assert _texts(scoped.get("/memories", params={"user_id": "alice", "run_id": "trip"})) == trip
+            found = scoped.post("/search", json={"query": "tea or Kyoto", "user_id": "alice", "run_id": "trip"})
+            assert _texts(found) == trip
+    with client(scoped_server, TRIP_KEY) as scoped:
+        assert _error(scoped.get("/memories", params={"user_id": "alice", "run_id": "home"})) == (403, "forbidden")
+        deleted = scoped.delete("/memories", params={"user_id": "alice", "run_id": "trip"})
+        assert deleted.json() == {"message": "All relevant memories deleted"}  # both, whatever their agent
+    with client(scoped_server, ALICE_KEY) as alice:
+        assert _texts(alice.get("/memories", params={"user_id": "alice"})) == alices - trip
+        assert alice.delete("/memories", params={"user_id": "alice"}).status_code == 200
+        assert _texts(alice.get("/memories", params={"user_id": "alice"})) == set()
+    with client(scoped_server, ADMIN_KEY) as admin:
+        assert _texts(admin.get("/memories", params={"agent_id": "bot"})) == {"the bot answers in English"}
