@@ -35,6 +35,8 @@ if importlib.util.find_spec("readline") is None:
 import fcntl  # POSIX only: after the skip
 import termios
 
+pytestmark = pytest.mark.slow  # the chat on a pseudo-terminal, in a subprocess; `-m "not slow"` leaves it out
+
 LLM_ENV = ("MEMORYSCOPE_LLM_API_BASE", "MEMORYSCOPE_LLM_API_KEY", "MEMORYSCOPE_LLM_MODEL")
 LEFT, UP, CTRL_C, CTRL_D = "\x1b[D", "\x1b[A", "\x03", "\x04"
 PROMPT = "ann> "

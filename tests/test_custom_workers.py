@@ -24,6 +24,8 @@ from memoryscope import MemoryScope
 from memoryscope.errors import ConfigError
 from memoryscope.worker import WORKERS
 
+pytestmark = pytest.mark.slow  # builds and installs a worker package in subprocesses; `-m "not slow"` leaves it out
+
 EXAMPLE = Path(__file__).parent / "example_worker_project"
 
 CONFIG = """\

@@ -14,6 +14,8 @@ from memoryscope import MemoryScope
 from memoryscope.cli import main
 from memoryscope.errors import InvalidInputError
 
+pytestmark = pytest.mark.slow  # every face, the CLI and a real uvicorn included; `-m "not slow"` leaves it out
+
 ENVIRONMENT = ("MEMORYSCOPE_LLM_API_BASE", "MEMORYSCOPE_LLM_API_KEY", "MEMORYSCOPE_LLM_MODEL", "MEMORYSCOPE_STORE_PATH")
 TEXTS = ["I keep bees on the roof", "My brother collects stamps"]
 QUERY = "bees on the roof"

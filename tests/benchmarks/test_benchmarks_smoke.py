@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.slow  # benchmark commands run end to end; `-m "not slow"` leaves it out
+
 REPO = Path(__file__).resolve().parents[2]
 
 CONVERSATION: dict[str, Any] = {

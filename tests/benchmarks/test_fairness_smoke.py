@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a server process under load; `-m "not slow"` leaves it out
+
 pytest.importorskip("fastapi", reason="the fairness benchmark needs the server extra: pip install 'memoryscope[server]'")
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # a benchmark run end to end; `-m "not slow"` leaves it out
+
 REPO = Path(__file__).resolve().parents[2]
 CONVERSATION = {
     "speaker_a": "Ann",

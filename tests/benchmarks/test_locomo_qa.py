@@ -17,6 +17,8 @@ from benchmarks._qa_metrics import bleu1, judge_label, locomo_f1, normalise, spr
 from benchmarks.locomo_qa import main
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 
+pytestmark = pytest.mark.slow  # a benchmark run end to end; `-m "not slow"` leaves it out
+
 CONVERSATION: dict[str, Any] = {
     "speaker_a": "Ann",
     "speaker_b": "Bo",

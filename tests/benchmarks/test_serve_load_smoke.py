@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.slow  # a server process under load; `-m "not slow"` leaves it out
+
 pytest.importorskip("fastapi", reason="the serving benchmark needs the server extra: pip install 'memoryscope[server]'")
 
 REPO = Path(__file__).resolve().parents[2]

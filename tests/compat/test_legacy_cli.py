@@ -21,6 +21,8 @@ from memoryscope.errors import MemoryScopeError
 from memoryscope.stores.base import MemoryFilter
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 
+pytestmark = pytest.mark.slow  # the 0.1.x command line in subprocesses; `-m "not slow"` leaves it out
+
 V01_CONFIG = Path(__file__).parent / "configs" / "v01_full.yaml"
 
 

@@ -19,6 +19,8 @@ from memoryscope.memory import MemoryNode, MemoryType
 from memoryscope.stores.state import StateKey, StateOwner
 from memoryscope.workers._memoryos import MEMORYOS_PROFILE
 
+pytestmark = pytest.mark.slow  # every scenario through every face, CLI and servers included; `-m "not slow"` leaves it out
+
 NOT_FOUND = failure_of(MemoryNotFoundError("x"))
 TOO_LONG = failure_of(TooLargeError("", code="query_too_long"))
 INVALID = failure_of(InvalidInputError(""))

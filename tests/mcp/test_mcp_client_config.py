@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # starts the printed MCP server command; `-m "not slow"` leaves it out
+
 
 def test_prints_the_command_args_and_placeholder_env(tmp_path: Path) -> None:
     config = tmp_path / "mine.yaml"

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from mcp import Client
 from mcp_session import run_client, stdio_server, text_of
 
 from memoryscope.testing.consolidation_script import ConsolidationScript
 from memoryscope.testing.fake_openai import FakeOpenAIServer
+
+pytestmark = pytest.mark.slow  # an MCP server subprocess; `-m "not slow"` leaves it out
 
 
 def test_consolidate_draws_facts_and_a_model_failure_is_a_tool_error(llm: FakeOpenAIServer, store: Path) -> None:

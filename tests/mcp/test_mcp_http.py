@@ -22,6 +22,8 @@ from memoryscope.server.routes_mcp import mount_mcp
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 from memoryscope.testing.live_server import LiveServer
 
+pytestmark = pytest.mark.slow  # a real uvicorn; `-m "not slow"` leaves it out
+
 INITIALIZE = {
     "jsonrpc": "2.0", "id": 1, "method": "initialize",
     "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},

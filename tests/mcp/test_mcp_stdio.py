@@ -10,10 +10,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from mcp import Client
 from mcp_session import run_client, seed, stdio_server, text_of
 
 from memoryscope.testing.fake_openai import FakeOpenAIServer
+
+pytestmark = pytest.mark.slow  # an MCP server subprocess per test; `-m "not slow"` leaves it out
 
 
 def test_tools_are_listed_with_schemas_and_no_user_argument(llm: FakeOpenAIServer, store: Path) -> None:

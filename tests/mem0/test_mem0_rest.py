@@ -19,6 +19,8 @@ from memoryscope.server.access import ApiKey, KeyRing
 from memoryscope.server.app import create_app
 from memoryscope.testing.live_server import LiveServer
 
+pytestmark = pytest.mark.slow  # a real uvicorn; `-m "not slow"` leaves it out
+
 ALICE_KEY, ADMIN_KEY = "alice-secret-key", "admin-secret-key"
 
 

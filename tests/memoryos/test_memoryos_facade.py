@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
 from memoryos_scripted_llm import Script, at
 
 from memoryscope.memory import MemoryStatus, MemoryType
@@ -20,6 +21,8 @@ from memoryscope.memoryos import Memoryos
 from memoryscope.stores.base import MemoryFilter
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 from memoryscope.workers._memoryos import MEMORYOS_KNOWLEDGE, MEMORYOS_PAGE, MEMORYOS_PROFILE, MEMORYOS_SEGMENT
+
+pytestmark = pytest.mark.slow  # subprocesses; `-m "not slow"` leaves it out
 
 TEA = ("I drink green tea every morning", "Green tea is lovely.")
 TEA_AGAIN = ("I drink green tea every evening too", "Twice a day!")

@@ -29,6 +29,8 @@ from memoryscope.mcp.tools import McpToolHandlers
 from memoryscope.memoryos import Memoryos, read_mcp_config
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 
+pytestmark = pytest.mark.slow  # an MCP server subprocess; `-m "not slow"` leaves it out
+
 RETRIEVED = {
     "status", "query", "timestamp", "user_profile", "short_term_memory", "short_term_count", "retrieved_pages",
     "retrieved_user_knowledge", "retrieved_assistant_knowledge", "total_pages_found", "total_user_knowledge_found",

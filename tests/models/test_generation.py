@@ -23,6 +23,8 @@ from memoryscope.models.token_count import count_tokens
 from memoryscope.testing.builders import build_worker, make_env
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 
+pytestmark = pytest.mark.slow  # subprocesses and retries with back-off; `-m "not slow"` leaves it out
+
 MESSAGES = [ChatMessage("system", "You extract facts."), ChatMessage("user", "I play the guitar every evening.")]
 REPLY = "The user plays the guitar."
 

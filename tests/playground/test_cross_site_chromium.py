@@ -26,7 +26,10 @@ from memoryscope.server.app import create_app
 from memoryscope.testing.live_server import LiveServer
 
 MISSING = missing_chromium()
-pytestmark = pytest.mark.skipif(bool(MISSING), reason=MISSING or "a browser is installed")
+pytestmark = [
+    pytest.mark.skipif(bool(MISSING), reason=MISSING or "a browser is installed"),
+    pytest.mark.slow,  # a browser; `-m "not slow"` leaves it out
+]
 
 REBOUND = "rebound.test"
 ATTACK_PAGE = """<!doctype html><html><body>

@@ -37,7 +37,10 @@ from playground_stage import OLDER_FACT, SAID, USER, PlaygroundStage
 from memoryscope.server.access import ApiKey, KeyRing
 
 MISSING = missing_chromium()
-pytestmark = pytest.mark.skipif(bool(MISSING), reason=MISSING or "a browser is installed")
+pytestmark = [
+    pytest.mark.skipif(bool(MISSING), reason=MISSING or "a browser is installed"),
+    pytest.mark.slow,  # a browser; `-m "not slow"` leaves it out
+]
 
 GUITAR, HANGZHOU = SAID[0], SAID[1]  # two turns: four messages, one short of automatic consolidation
 

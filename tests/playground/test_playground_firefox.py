@@ -26,7 +26,10 @@ from playground_page import (
 from playground_stage import OLDER_FACT, SAID, USER, PlaygroundStage
 
 MISSING = missing_firefox()
-pytestmark = pytest.mark.skipif(bool(MISSING), reason=MISSING or "Firefox is installed")
+pytestmark = [
+    pytest.mark.skipif(bool(MISSING), reason=MISSING or "Firefox is installed"),
+    pytest.mark.slow,  # a browser; `-m "not slow"` leaves it out
+]
 
 
 def test_chat_consolidate_and_delete_in_firefox(stage: PlaygroundStage) -> None:

@@ -23,6 +23,8 @@ from memoryscope.server.access import ApiKey, KeyRing, hash_key
 from memoryscope.server.app import create_app
 from memoryscope.testing.live_server import LiveServer
 
+pytestmark = pytest.mark.slow  # a real uvicorn; `-m "not slow"` leaves it out
+
 # keys are random-looking: a key starting with a user name would hide that name in logs (scrubbing)
 ALICE_KEY = "k1-4f8e2a9c6b1d7e0a"  # users: [alice], from an environment variable
 ACME_KEY = "k2-7c3e9a1f5d2b8c4e"  # workspaces: [acme], given by its sha256

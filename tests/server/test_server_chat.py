@@ -20,6 +20,8 @@ from memoryscope.testing.fake_openai import FakeOpenAIServer, RecordedRequest
 from memoryscope.testing.live_server import LiveServer
 from tests.server.conftest import ScopeFactory, ServeFactory
 
+pytestmark = pytest.mark.slow  # a real uvicorn; `-m "not slow"` leaves it out
+
 CELLO = "ann plays the cello in the Hangzhou youth orchestra"
 PERSONA_LINE = "a helpful assistant with long-term memory"  # in the default introduction the request's system message replaces
 ONE_RETRY = {"model.generation_model.max_retries": 1, "model.generation_model.retry_backoff_s": 0}

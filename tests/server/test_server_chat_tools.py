@@ -19,6 +19,8 @@ from memoryscope.testing.live_server import LiveServer
 from tests.server.conftest import ScopeFactory, ServeFactory
 from tests.server.test_server_chat import CELLO, ONE_RETRY, conversation, llm_chats, remember, sse_events
 
+pytestmark = pytest.mark.slow  # a real uvicorn; `-m "not slow"` leaves it out
+
 WEATHER: Any = {  # Any: the SDK takes it as its own typed dict
     "type": "function",
     "function": {

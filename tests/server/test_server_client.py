@@ -23,6 +23,8 @@ from memoryscope.server.access import ApiKey, KeyRing, hash_key
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 from tests.server.conftest import ServeFactory
 
+pytestmark = pytest.mark.slow  # a real uvicorn; `-m "not slow"` leaves it out
+
 SAID_AT = datetime(2024, 10, 26, 21, 26, 20, tzinfo=timezone(timedelta(hours=8)))
 TEA_REPLY = "You drink green tea, every morning."
 

@@ -23,6 +23,8 @@ from memoryscope.leases import lease_name  # noqa: E402
 from memoryscope.testing.fake_elasticsearch import FakeElasticsearch  # noqa: E402
 from memoryscope.testing.fake_openai import FakeOpenAIServer  # noqa: E402
 
+pytestmark = pytest.mark.slow  # two server processes; `-m "not slow"` leaves it out
+
 CONFIG = """\
 extends: default
 memory_store:

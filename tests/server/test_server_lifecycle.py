@@ -34,6 +34,8 @@ from memoryscope.testing.consolidation_script import ConsolidationScript
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 from tests.server.conftest import ScopeFactory, ServeFactory
 
+pytestmark = pytest.mark.slow  # server processes started and stopped; `-m "not slow"` leaves it out
+
 SERVICE = "memory_service.memoryscope_service"
 TALK = {
     "I live in Hangzhou": ("ann lives in Hangzhou", "Hangzhou"),

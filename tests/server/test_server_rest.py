@@ -28,6 +28,8 @@ from memoryscope.testing.fake_openai import FakeOpenAIServer
 from memoryscope.testing.live_server import LiveServer
 from memoryscope.transfer import import_memories
 
+pytestmark = pytest.mark.slow  # a real uvicorn; `-m "not slow"` leaves it out
+
 ZONE = "Asia/Shanghai"  # +08:00 all year: a naive time read as UTC lands 8 hours off
 LLM_ENV = ("MEMORYSCOPE_LLM_API_BASE", "MEMORYSCOPE_LLM_API_KEY", "MEMORYSCOPE_LLM_MODEL", "MEMORYSCOPE_STORE_PATH")
 NINE_AM = datetime(2024, 10, 21, 1, 0, tzinfo=timezone.utc)  # 09:00 in ZONE

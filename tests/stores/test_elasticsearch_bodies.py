@@ -28,6 +28,8 @@ from memoryscope.testing.es_contract import ElasticsearchContract
 from memoryscope.testing.fake_elasticsearch import FakeElasticsearch, RecordedRequest
 from memoryscope.text import KEYWORD_TEXT_VERSION, keyword_text
 
+pytestmark = pytest.mark.slow  # 193 tests over HTTP to the fake Elasticsearch; `-m "not slow"` leaves it out
+
 # the client is an optional extra (the store imports it lazily); without it these tests cannot run
 pytest.importorskip("elasticsearch", reason='needs the Elasticsearch client: pip install "memoryscope[elasticsearch]"')
 

@@ -18,6 +18,8 @@ import pytest
 
 from memoryscope.testing.fake_elasticsearch import FakeElasticsearch
 
+pytestmark = pytest.mark.slow  # the contract command in a subprocess; `-m "not slow"` leaves it out
+
 pytest.importorskip("elasticsearch", reason='needs the Elasticsearch client: pip install "memoryscope[elasticsearch]"')
 
 GROUPS = (
