@@ -125,6 +125,13 @@ class DoorBase:
         """Whether the service keeps memory MemoryOS's way."""
         return MEMORYOS_OPERATION in self.service.operations
 
+    @property
+    def policy(self) -> str:
+        """The memory policy this door's service keeps: `memoryos`, `agent` or `memoryscope`."""
+        if self.memoryos:
+            return "memoryos"
+        return "agent" if self._agent_policy else "memoryscope"
+
     def _run(self, caller: Caller, operation: str, verb: str, **inputs: Any) -> RunResult:
         """Run `operation` for the caller's user: the one way a verb writes."""
         if not self.service.has_operation(operation):

@@ -22,10 +22,14 @@ router = APIRouter(prefix="/v1", tags=["operations"])
 
 @router.get("/operations", summary="The operations this server runs")
 def operations(request: Request, who: CallerDep) -> dict[str, Any]:
-    service = state_of(request).service
+    """Every configured operation (`backend`: run in the background by triggers), and the memory
+    policy the service keeps (`memoryscope`, `memoryos` or `agent`)."""
+    state = state_of(request)
+    service = state.service
     described = service.op_description_dict
     return {
         "service": service.name,
+        "policy": state.door.policy,
         "operations": [
             {"name": name, "backend": operation.backend, "description": described.get(name, "")}
             for name, operation in service.operations.items()
