@@ -11,8 +11,8 @@ user's memory exists.
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from collections.abc import Callable
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Query, Request
