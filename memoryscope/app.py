@@ -12,6 +12,7 @@ MemoryScope 0.1.x's forms work too: `MemoryScope(arguments=Arguments(...))`,
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -110,9 +111,23 @@ class MemoryScope(MemoryApi):
                 retrieve_operation=getattr(params, "retrieve_operation", "retrieve_memory"),
                 store_operation=getattr(params, "store_operation", "read_message"),
                 agent_policy=any(getattr(each, "manages_own_memory", False) for each in self.chats.values()),
+                heat_threshold=self._heat_threshold(),
             )
             self.__dict__["_door"] = door
         return door
+
+    def _heat_threshold(self) -> float | None:
+        """MemoryOS's promotion heat: the `mid_term_heat_threshold` of the first worker of the
+        `memoryos_update` operation that has one (None without that operation)."""
+        operation = self.default_service.operations.get("memoryos_update")
+        if operation is None:
+            return None
+        for name in re.split(r"[\s,|\[\]]+", str(operation.params.workflow)):
+            spec = self.config.workers.get(name)
+            value = getattr(spec.params, "mid_term_heat_threshold", None) if spec is not None else None
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return float(value)
+        return None
 
     @property
     def default_memory_chat(self) -> Any:

@@ -81,6 +81,7 @@ class DoorBase:
         retrieve_operation: str = "retrieve_memory",
         store_operation: str = "read_message",
         agent_policy: bool = False,
+        heat_threshold: float | None = None,
     ) -> None:
         self.service = service
         self._store = store
@@ -90,6 +91,7 @@ class DoorBase:
         self._retrieve_operation = retrieve_operation
         self._store_operation = store_operation
         self._agent_policy = agent_policy
+        self.heat_threshold = heat_threshold  # MemoryOS: the heat at which an update promotes a segment
 
     def with_limits(self: _Door, limits: Limits) -> _Door:
         """The same door with other limits (a server given its own `server:` settings)."""

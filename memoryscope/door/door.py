@@ -26,6 +26,7 @@ from memoryscope.door.limits import Limits
 from memoryscope.door.reading import ReadingVerbs
 from memoryscope.door.records import MemoryRecord, RunSummary, UndoOutcome, WriteOutcome
 from memoryscope.door.sources import SourceVerbs
+from memoryscope.door.tiers import TierVerbs
 from memoryscope.errors import InvalidInputError, MemoryScopeError, NotFoundError
 from memoryscope.history import ChangeSource
 from memoryscope.stores.state import StateKey, StateOwner
@@ -37,7 +38,7 @@ __all__ = ["Door", "Limits", "MemoryNotFoundError"]
 ACCEPTED_WRITE = "accepted_write"  # the state records of writes accepted now and done later
 
 
-class Door(ReadingVerbs, AgentVerbs, SourceVerbs):
+class Door(ReadingVerbs, AgentVerbs, SourceVerbs, TierVerbs):
     """Every verb, for a caller. Built once per `MemoryScope` (`scope.door`); `with_limits` gives
     the same door with other limits (a server given its own settings)."""
 

@@ -12,7 +12,8 @@ system messages replace the persona. Memories are retrieved and put into the pro
 configured generation model answers, and the turn (message and reply) is stored, so
 consolidation follows by its triggers. The memories used come back in the extension field
 `memoryscope` (`memories`, `memory_ids`, `timings`, and `usage`: MemoryScope's own embedding and
-ranking calls for the reply), never inside the message. `usage` is what the model reported for
+ranking calls for the reply; under an agent chat, `steps` and `notices`), never inside the
+message. `usage` is what the model reported for
 the prompt it was sent (memories, tool schemas and calls included), counted here with cl100k
 only when it reports none. The request's sampling options (`PASSED_TO_MODEL`) go with the
 reply's call, over the chat's `generation_model_kwargs`.
@@ -293,12 +294,18 @@ def _usage(prompt: int, completion: int) -> dict[str, int]:
 
 
 def _extension(user: str, meta: dict[str, Any]) -> dict[str, Any]:
-    return {
+    """The reply's `memoryscope` field; an agent chat's reply adds its `steps` (each an inner
+    monologue and the calls made, with their results) and `notices` (memory pressure, a flush)."""
+    out = {
         "user": user,
         "memories": list(meta.get("memory_lines") or []),
         "memory_ids": list(meta.get("memory_ids") or []),
         "timings": dict(meta.get("timings") or {}),
     }
+    for name in ("steps", "notices"):
+        if name in meta:
+            out[name] = list(meta[name] or [])
+    return out
 
 
 def _wire_call(call: ToolCall) -> dict[str, Any]:

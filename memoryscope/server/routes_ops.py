@@ -1,4 +1,4 @@
-"""`/v1`: run an operation by name, a user's profile, what waits and ran for a user, an export of
+"""`/v1`: run an operation by name, a user's profile and tiers, what waits and ran for a user, an export of
 a user's memories and their history as JSON lines (streamed), and the config in use (secrets
 hidden). A face over `memoryscope.door`, as `routes_memory`."""
 
@@ -83,6 +83,20 @@ def profile(
     require_known_user(state, caller)
     found = state.door.profile(caller)
     return {**found.to_dict(), "insights": [record.to_dict() for record in found.records if record.memory_type == "insight"]}
+
+
+@router.get("/users/{user}/tiers", summary="A user's memories by the memory policy's tiers")
+def tiers(
+    user: UserPath, request: Request, who: CallerDep, workspace: Workspace = "", target: Target = ""
+) -> dict[str, Any]:
+    """Under MemoryOS: the short-term pages oldest first, the mid-term segments hottest first (each
+    with `heat`, `visits`, `interaction_length` and its `pages`), the long-term `profile` and
+    `knowledge`, and `heat_threshold`, the heat at which a segment is promoted. Under another
+    policy the tiers are empty and `policy` names it."""
+    state = state_of(request)
+    caller = who.for_user(state, user, workspace, target)
+    require_known_user(state, caller)
+    return state.door.tiers(caller).to_dict()
 
 
 @router.get("/users/{user}/status", summary="What waits and what ran for a user")

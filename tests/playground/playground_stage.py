@@ -10,15 +10,18 @@ key is read from `MEMORYSCOPE_LLM_API_KEY`, which the caller sets.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import sys
 import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from memoryscope.app import MemoryScope
+from memoryscope.context import Message
 from memoryscope.memory import MemoryNode, MemoryType
 from memoryscope.server.access import KeyRing
 from memoryscope.server.app import create_app
@@ -86,6 +89,61 @@ class PlaygroundStage:
             return self.script.reply(body)
         last = users[-1] if users else ""
         return next((reply for said, reply in CHAT_REPLIES.items() if said in last), "Tell me more!")
+
+
+MID_MARKER = "Summaries of all"  # MemoryOS's prompts (workers/memoryos_mid_term.py, memoryos_long_term.py)
+LONG_MARKER = "Updated profile and new knowledge"
+_SEGMENT = re.compile(r"^Segment (\d+)\nPrevious summary: (.*?)\nNew pages:\n(.*?)(?=\n\nSegment \d+\n|\Z)", re.S | re.M)
+_QUESTION = re.compile(r"User: (.*?) Assistant:")
+TURNS = (  # what ann tells the MemoryOS assistant, and its answers
+    ("I drink green tea every morning", "Green tea is lovely."),
+    ("My bicycle got a flat tyre yesterday", "Oh no, did you fix it?"),
+    ("I started piano lessons on Mondays", "How fun!"),
+    ("I drink green tea every evening too", "Twice a day!"),
+)
+PROFILE = "Ann loves green tea and plays the piano."
+KNOWLEDGE = "Ann drinks green tea twice a day"
+
+
+class MemoryosStage(PlaygroundStage):
+    """The `memoryos` config (short term: 3 pages), its LLM the fake server scripted as MemoryOS's
+    workers expect: a segment's summary is its first question; the analysis gives `PROFILE` and
+    `KNOWLEDGE`. `add_turns(n)` keeps the first n `TURNS` for `USER`, as the chat would."""
+
+    def __enter__(self) -> MemoryosStage:
+        self.fake.start()
+        self.fake.add_rule(MID_MARKER, self._mid, target="prompt")
+        self.fake.add_rule(LONG_MARKER, lambda body: json.dumps(
+            {"profile": PROFILE, "user_knowledge": [KNOWLEDGE], "assistant_knowledge": []}), target="prompt")  # fmt: skip
+        self.fake.add_rule(re.compile(""), lambda body: "Noted!")
+        overrides = {
+            "memory_store.path": str(self.folder / "memoryos.db"),
+            "model.generation_model.api_base": self.fake.base_url,
+            "model.generation_model.model_name": "fake-qwen",
+            "worker.memoryos_add_page.short_term_capacity": 3,
+            "worker.memoryos_mid_term.short_term_capacity": 3,
+        }
+        self.scope = MemoryScope("memoryos", overrides=overrides)
+        self.live = LiveServer(create_app(self.scope, keys=self.keys)).start()
+        return self
+
+    def add_turns(self, count: int) -> None:
+        assert self.scope is not None
+        caller = self.scope.door.caller(USER)
+        for minute, (said, answer) in enumerate(TURNS[:count]):
+            when = datetime(2024, 10, 26, 12, minute, tzinfo=timezone.utc)
+            messages = (Message("user", said, when, name=USER), Message("assistant", answer, when))
+            self.scope.door.run(caller, "memoryos_add", messages=messages, query_time=when)
+
+    @staticmethod
+    def _mid(body: dict[str, Any]) -> str:
+        text = next(message["content"] for message in body["messages"] if MID_MARKER in message["content"])
+        segments = []
+        for number, previous, pages in _SEGMENT.findall(text):
+            first = _QUESTION.search(pages)
+            summary = previous or (first.group(1) if first else "chat")
+            segments.append({"segment": int(number), "summary": summary, "keywords": summary.split()[:3]})
+        return json.dumps({"segments": segments})
 
 
 def take_screenshot(target: Path) -> None:

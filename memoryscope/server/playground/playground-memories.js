@@ -76,12 +76,12 @@ async function refreshMemories(force) {
     }
   }
   if (user !== state.user) return;  // switched meanwhile
+  if (window.refreshPolicyView) window.refreshPolicyView();
   const json = JSON.stringify(groups) + $("show-expired").checked;
   if (json === state.shownJson) return;
   state.shownJson = json;
   await resolveReplacements(groups);
   drawGroups(groups);
-  if (window.drawPolicyView) window.drawPolicyView(groups);
 }
 
 // "replaced by" names the replacement: on this page, else read once by id (deleted: null).
@@ -118,7 +118,8 @@ function drawGroups(groups) {
   container.replaceChildren();
   for (const group of groups) {
     const { type, memories, offset, more } = group;
-    if (!memories.length && !offset && !ALWAYS_SHOWN.has(type) && type !== "results" && !viewer.search) continue;
+    const alwaysShown = ALWAYS_SHOWN.has(type) && state.policy === "memoryscope";
+    if (!memories.length && !offset && !alwaysShown && type !== "results" && !viewer.search) continue;
     const section = document.createElement("section");
     section.className = "memory-group";
     section.id = "group-" + type;

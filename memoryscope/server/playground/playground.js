@@ -10,7 +10,10 @@ let GROUPS = [                 // memory types in the viewer's order, replaced b
   ["observation", "Observation memory"],
   ["conversation", "Conversation memory"],
 ];
-const OPERATION_LABELS = { consolidate_memory: "Consolidate", reflect_and_reconsolidate: "Reflect" };
+const OPERATION_LABELS = {
+  consolidate_memory: "Consolidate", reflect_and_reconsolidate: "Reflect",
+  memoryos_update: "Update tiers", memoryos_force_update: "Promote the hottest now",
+};
 
 const $ = (id) => document.getElementById(id);
 const state = {
@@ -112,17 +115,19 @@ async function sendMessage(text) {
   let firstToken = null;
   let content = "";
   let extension = null;
+  let usage = null;
   try {
     const response = await fetch("/v1/chat/completions", {
       method: "POST",
       headers: headers(true),
-      body: JSON.stringify({ model: state.modelId, user: state.user, stream: true, messages }),
+      body: JSON.stringify({ model: state.modelId, user: state.user, stream: true, stream_options: { include_usage: true }, messages }),
     });
     if (!response.ok) await readJson(response);  // throws the server's error
     state.unknownUser = false;  // the message is stored: the user exists now
     for await (const event of serverEvents(response)) {
       if (event.error) throw new ApiError(event.error.status || 500, event.error.code, event.error.message);
       if (event.memoryscope) extension = event.memoryscope;
+      if (event.usage) usage = event.usage;
       const delta = (event.choices && event.choices[0] && event.choices[0].delta) || {};
       if (delta.content) {
         if (firstToken === null) firstToken = performance.now() - started;
@@ -142,7 +147,7 @@ async function sendMessage(text) {
   }
   refreshMemories(true);
   refreshStatus();
-  if (window.afterTurn) window.afterTurn(extension);
+  if (window.afterTurn) window.afterTurn(extension, usage);
 }
 
 // The chat of each user is kept in this browser (localStorage), the newest CHAT_KEPT messages.
@@ -272,7 +277,9 @@ async function loadOperations() {
     state.policy = found.policy || "memoryscope";
     document.body.dataset.policy = state.policy;
     holder.replaceChildren();
-    for (const operation of found.operations.filter((op) => op.backend)) {
+    // under MemoryOS its own operations only: MemoryScope's consolidation does not feed its tiers
+    const shown = found.operations.filter((op) => op.backend && (state.policy !== "memoryos" || op.name.startsWith("memoryos_")));
+    for (const operation of shown) {
       const button = document.createElement("button");
       button.type = "button";
       button.dataset.operation = operation.name;
