@@ -41,6 +41,7 @@ from memoryscope.door import (
     MessagesIn,
     Profile,
     Status,
+    Tiers,
     TimeRange,
     UndoOutcome,
 )
@@ -183,6 +184,11 @@ class MemoryApi:
         """What is known about the user, by the config's memory policy (insights, MemoryOS's
         profile, or an agent's `human` block)."""
         return self.door.profile(self._caller(user_id, workspace, target_name))
+
+    def tiers(self, user_id: str | None = None, *, target_name: str = "", workspace: str = "") -> Tiers:
+        """The user's memories by the policy's tiers: under MemoryOS, the short-term pages, the
+        mid-term segments with their heat, the long-term profile and knowledge (else empty)."""
+        return self.door.tiers(self._caller(user_id, workspace, target_name))
 
     def status(self, user_id: str | None = None, *, target_name: str = "", workspace: str = "") -> Status:
         """What waits for the user's background operations, and the runs that changed their memories."""

@@ -31,6 +31,7 @@ from memoryscope.door.failures import FAILURES, Failure, failure_of
 from memoryscope.door.inputs import MessagesIn, aware, parse_time
 from memoryscope.door.records import MemoryRecord, Profile, RunSummary, Status, UndoOutcome, WriteOutcome
 from memoryscope.door.sources import SourceLoad, SourceRecord
+from memoryscope.door.tiers import Segment, Tiers
 from memoryscope.door.verbs import VERB_OPERATIONS, VERBS, Verb, verb_table
 from memoryscope.stores.base import TimeRange  # a verb's input (`search(time_range_given=...)`)
 from memoryscope.workflow import RunResult  # what `run` answers: the run's context and timings
@@ -46,6 +47,8 @@ __all__ = [
     "MemoryRecord",
     "Profile",
     "Status",
+    "Tiers",
+    "Segment",
     "UndoOutcome",
     "WriteOutcome",
     "RunSummary",

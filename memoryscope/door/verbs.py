@@ -68,7 +68,7 @@ VERBS: tuple[Verb, ...] = (
     Verb("profile", "what is known about the user, by the memory policy", READ, "", "Profile", _BAD,
          "profile(user_id)", "profile --user U", "GET /v1/users/{u}/profile", "get_user_profile"),
     Verb("tiers", "a user's memories by the policy's tiers (MemoryOS: short, mid with heat, long)", READ, "", "Tiers",
-         _BAD, "door.tiers(caller)", "", "GET /v1/users/{u}/tiers"),
+         _BAD, "tiers(user_id)", "tiers --user U [--json]", "GET /v1/users/{u}/tiers"),
     Verb("status", "what waits and what ran for a user (from the store)", READ, "", "Status", _BAD, "status(user_id)",
          "status --user U", "GET /v1/users/{u}/status"),
     Verb("write_status", "what became of a write accepted for later (HTTP `?wait=false`), by its idempotency key", READ, "",
