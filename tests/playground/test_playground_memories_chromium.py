@@ -196,3 +196,32 @@ def test_a_replacement_since_deleted_is_said_so_not_linked(stage: PlaygroundStag
     assert css(driver, f"#{paris['element']} .memory-link").text == "replaced by a memory since deleted"
     bank = wait_for_memory(driver, "hal works at the bank")
     assert (bank["link_text"], bank["link_href"]) == ("hal works at the bakery", f"#memory-{kept.memory_id}")
+
+
+def test_the_dashboard_samples_the_server_and_each_turn(stage: PlaygroundStage, driver: Any) -> None:
+    driver.get(f"{stage.url}/?user=ivy")
+    wait_until_ready(driver)
+    click(driver, "#dashboard-details summary")  # sampled while open: memories per type from /metrics
+    wait(driver, lambda d: all_css(d, "#memories-chart polyline"), "the dashboard drew no memory counts")
+    assert "p50" not in css(driver, "#retrieve-chart").text
+    for said, _, reply in SAID[:2]:
+        chat(driver, said, reply)
+
+    def figures(d: Any) -> Any:
+        found = d.execute_script(
+            """
+            const legend = [...document.querySelectorAll('#turns-chart .key')].map((key) => key.textContent);
+            return {legend, percentiles: document.querySelector('#retrieve-chart .percentiles').textContent,
+                    runs: document.querySelector('#runs-chart .run-counts').textContent,
+                    memories: [...document.querySelectorAll('#memories-chart .key')].map((key) => key.textContent)};
+            """
+        )
+        return found if "over 2 turns" in found["percentiles"] else None
+
+    shown = wait(driver, figures, "the dashboard never counted two turns")
+    tokens = int(shown["legend"][0].split()[-1])
+    assert shown["legend"][0].startswith("tokens ") and tokens > 0  # the reply's usage, streamed with the reply
+    assert shown["legend"][1].startswith("generation calls since the turn before ")
+    assert shown["percentiles"].startswith("p50 ") and " p95 " in shown["percentiles"]
+    assert "finished" in shown["runs"] and "failed" in shown["runs"]
+    assert any(key.startswith("Conversation memory ") for key in shown["memories"])
