@@ -37,6 +37,7 @@ function element(name, className, text) {
 
 window.startPolicyView = async function startPolicyView() {
   document.body.dataset.policy = state.policy;
+  if (state.policy === "agent") $("last-reply").open = true;  // the agent's steps are the point of its view
   $("dashboard-details").addEventListener("toggle", () => {
     if ($("dashboard-details").open) startSampling();
     else stopSampling();
@@ -133,8 +134,32 @@ function segmentItem(segment, top, threshold) {
 // After each reply: an agent's steps (inner monologue, calls and results), and the turn's figures.
 window.afterTurn = function afterTurn(extension, usage) {
   drawSteps((extension && extension.steps) || null, (extension && extension.notices) || []);
+  drawGauge((extension && extension.context_window) || null);
   noteTurn(extension, usage);
 };
+
+// The agent's context window after the turn: tokens in use of the limit, the warning and flush marks.
+function drawGauge(window_) {
+  const holder = $("context-gauge");
+  holder.replaceChildren();
+  holder.hidden = !window_;
+  if (!window_) return;
+  const { tokens, limit, warning_fraction: warning, flush_fraction: flush } = window_;
+  const used = tokens / limit;
+  const width = 100;
+  const gauge = svg("svg", { viewBox: `0 0 ${width} 12`, preserveAspectRatio: "none", role: "img",
+    "aria-label": tokens + " of " + limit + " tokens; warned at " + Math.round(warning * 100) + "%, flushed at " + Math.round(flush * 100) + "%" });
+  gauge.append(svg("rect", { class: "heat-track", x: 0, y: 0, width, height: 12 }));
+  const level = used >= flush ? " hot" : used >= warning ? " warm" : "";
+  gauge.append(svg("rect", { class: "heat-bar gauge-used" + level, x: 0, y: 0, width: Math.min(width, width * used), height: 12 }));
+  for (const [name, fraction] of [["warning", warning], ["flush", flush]]) {
+    const x = Math.min(width - 0.75, width * fraction);
+    gauge.append(svg("line", { class: "threshold mark-" + name, x1: x, x2: x, y1: 0, y2: 12 }));
+  }
+  holder.append(element("h3", "", "Context window"), gauge,
+    element("p", "subtle gauge-text", tokens + " / " + limit + " tokens (" + Math.round(used * 100) + "%) · warning at "
+      + Math.round(warning * 100) + "% · flush at " + Math.round(flush * 100) + "%"));
+}
 
 function drawSteps(steps, notices) {
   const holder = $("agent-steps");

@@ -1,0 +1,88 @@
+"""The playground under `configs/agent.yaml`, in a real headless Chromium: a turn's steps (the
+inner monologue, each function call with its result, the heartbeat's next step) and the context
+window gauge with its warning and flush marks, from the reply's `memoryscope` extension. The
+agent's model is the fake server, its steps queued. Skipped, with the reason, where Chromium is missing.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("fastapi", reason="the playground tests need the server extra: pip install 'memoryscope[server]'")
+
+from playground_browser import chromium_driver, missing_chromium
+from playground_page import all_css, chat, css, wait, wait_until_ready
+
+from memoryscope.app import MemoryScope
+from memoryscope.server.app import create_app
+from memoryscope.testing.fake_openai import FakeOpenAIServer, FakeToolCalls
+from memoryscope.testing.live_server import LiveServer
+
+MISSING = missing_chromium()
+pytestmark = pytest.mark.skipif(bool(MISSING), reason=MISSING or "a browser is installed")
+
+
+def step(name: str, thought: str = "", heartbeat: bool = False, **arguments: Any) -> FakeToolCalls:
+    return FakeToolCalls(calls=((name, {**arguments, "request_heartbeat": heartbeat}),), content=thought)
+
+
+@pytest.fixture
+def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, FakeOpenAIServer]]:
+    fake = FakeOpenAIServer()
+    fake.start()
+    monkeypatch.setenv("MEMORYSCOPE_LLM_API_BASE", fake.base_url)
+    monkeypatch.setenv("MEMORYSCOPE_LLM_API_KEY", "sk-agent-test")
+    monkeypatch.setenv("MEMORYSCOPE_LLM_MODEL", "fake-qwen")
+    overrides = {"memory_store.path": str(tmp_path / "agent.db"), "memory_service.memoryscope_service.enable_scheduler": False}
+    scope = MemoryScope("agent", overrides=overrides)
+    try:
+        with LiveServer(create_app(scope)) as live:
+            yield live.url, fake
+    finally:
+        scope.close(timeout=5)
+        fake.stop()
+
+
+def test_a_turn_shows_the_agents_steps_and_its_context_window(served: tuple[str, FakeOpenAIServer]) -> None:
+    url, fake = served
+    fake.queue_replies(
+        step("core_memory_append", thought="Ann told me something to keep.", heartbeat=True, label="human",
+             content="Ann plays the cello."),
+        step("send_message", thought="Now I answer.", message="Noted, Ann."),
+    )  # fmt: skip
+    with chromium_driver() as driver:
+        driver.get(f"{url}/?user=ann")
+        wait_until_ready(driver)
+        assert driver.execute_script("return document.body.dataset.policy") == "agent"
+        chat(driver, "I play the cello", "Noted, Ann.")
+        steps = wait(driver, lambda d: all_css(d, "#steps li.step"), "the agent's steps never showed")
+        assert len(steps) == 2 and css(driver, "#last-reply").get_attribute("open") is not None
+        first = driver.execute_script(
+            """
+            const step = document.querySelector('#steps li.step');
+            return {thought: step.querySelector('.monologue').textContent,
+                    call: step.querySelector('.call code').textContent, result: step.querySelector('.call .result').textContent};
+            """
+        )
+        assert first["thought"] == "Ann told me something to keep."
+        assert first["call"].startswith("core_memory_append(") and "Ann plays the cello." in first["call"]
+        assert json.loads(first["result"])["status"] == "OK"
+        assert "send_message(" in steps[1].text and "Now I answer." in steps[1].text
+        gauge = driver.execute_script(
+            """
+            const gauge = document.getElementById('context-gauge');
+            return {hidden: gauge.hidden, label: gauge.querySelector('svg').getAttribute('aria-label'),
+                    used: Number(gauge.querySelector('.gauge-used').getAttribute('width')),
+                    warning: Number(gauge.querySelector('.mark-warning').getAttribute('x1')),
+                    flush: Number(gauge.querySelector('.mark-flush').getAttribute('x1')),
+                    text: gauge.querySelector('.gauge-text').textContent};
+            """
+        )
+        assert not gauge["hidden"] and " of 8192 tokens; warned at 70%" in gauge["label"]
+        assert 0 < gauge["used"] < gauge["warning"] == 70 and gauge["flush"] > 99
+        assert "warning at 70% · flush at 100%" in gauge["text"]
