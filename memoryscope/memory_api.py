@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from memoryscope.door import (
+    BlockRecord,
     Caller,
     MemoryNotFoundError,
     MemoryRecord,
@@ -189,6 +190,14 @@ class MemoryApi:
         """The user's memories by the policy's tiers: under MemoryOS, the short-term pages, the
         mid-term segments with their heat, the long-term profile and knowledge (else empty)."""
         return self.door.tiers(self._caller(user_id, workspace, target_name))
+
+    def blocks(self, user_id: str | None = None, *, target_name: str = "") -> list[BlockRecord]:
+        """The core memory blocks of the user's agent (an agent config), in the config's order."""
+        return self.door.blocks(self._caller(user_id, "", target_name))
+
+    def set_block(self, name: str, value: str, user_id: str | None = None, *, target_name: str = "") -> BlockRecord:
+        """Make `value` the whole text of the agent's block `name` (within its limit, as the agent's tools)."""
+        return self.door.set_block(self._caller(user_id, "", target_name), name, value)
 
     def status(self, user_id: str | None = None, *, target_name: str = "", workspace: str = "") -> Status:
         """What waits for the user's background operations, and the runs that changed their memories."""

@@ -24,6 +24,7 @@ facades) import from here, never from `stores/`, `workflow/` or the context.
 
 from memoryscope.context import Message  # a verb's input (`add`, `run(messages=...)`)
 from memoryscope.door.agents import AgentRecord
+from memoryscope.door.blocks import BlockRecord
 from memoryscope.door.caller import ADMIN, READ, WRITE, Caller, Reach
 from memoryscope.door.documents import Document, chunk_text, read_documents
 from memoryscope.door.door import Door, Limits, MemoryNotFoundError
@@ -48,6 +49,7 @@ __all__ = [
     "Profile",
     "Status",
     "Tiers",
+    "BlockRecord",
     "Segment",
     "UndoOutcome",
     "WriteOutcome",

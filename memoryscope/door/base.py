@@ -4,7 +4,7 @@ a caller (the store's filter applies the user)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
@@ -82,6 +82,7 @@ class DoorBase:
         store_operation: str = "read_message",
         agent_policy: bool = False,
         heat_threshold: float | None = None,
+        core_memory_of: Callable[[str, str], Any] | None = None,
     ) -> None:
         self.service = service
         self._store = store
@@ -92,6 +93,7 @@ class DoorBase:
         self._store_operation = store_operation
         self._agent_policy = agent_policy
         self.heat_threshold = heat_threshold  # MemoryOS: the heat at which an update promotes a segment
+        self.core_memory_of = core_memory_of  # an agent config: (user, target) -> that agent's core memory (door.blocks)
 
     def with_limits(self: _Door, limits: Limits) -> _Door:
         """The same door with other limits (a server given its own `server:` settings)."""

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from memoryscope.door.agents import AgentVerbs
 from memoryscope.door.base import MemoryNotFoundError, UnknownOperationError
+from memoryscope.door.blocks import BlockVerbs
 from memoryscope.door.caller import ADMIN, READ, WRITE, Caller
 from memoryscope.door.failures import failure_of
 from memoryscope.door.inputs import MessagesIn, aware, checked_idempotency_key, checked_metadata, messages_of
@@ -38,7 +39,7 @@ __all__ = ["Door", "Limits", "MemoryNotFoundError"]
 ACCEPTED_WRITE = "accepted_write"  # the state records of writes accepted now and done later
 
 
-class Door(ReadingVerbs, AgentVerbs, SourceVerbs, TierVerbs):
+class Door(ReadingVerbs, AgentVerbs, SourceVerbs, TierVerbs, BlockVerbs):
     """Every verb, for a caller. Built once per `MemoryScope` (`scope.door`); `with_limits` gives
     the same door with other limits (a server given its own settings)."""
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 pytest.importorskip("fastapi", reason="the playground tests need the server extra: pip install 'memoryscope[server]'")
 
@@ -86,3 +87,28 @@ def test_a_turn_shows_the_agents_steps_and_its_context_window(served: tuple[str,
         assert not gauge["hidden"] and " of 8192 tokens; warned at 70%" in gauge["label"]
         assert 0 < gauge["used"] < gauge["warning"] == 70 and gauge["flush"] > 99
         assert "warning at 70% · flush at 100%" in gauge["text"]
+
+        # the core memory blocks by name, with size and limit; the agent's edit shows, and one made here
+        human = '#tier-core .block[data-name="human"]'
+        wait(
+            driver,
+            lambda d: "Ann plays the cello." in css(d, f"{human} textarea").get_attribute("value"),
+            "the edit never showed",
+        )
+        names = [form.get_attribute("data-name") for form in all_css(driver, "#tier-core .block")]
+        assert names == ["persona", "human"]
+        limit = int(css(driver, f"{human} textarea").get_attribute("maxlength"))
+        assert limit == 2000 and css(driver, f"{human} .block-size").text.endswith(f" / {limit} characters")
+        box = css(driver, f"{human} textarea")
+        box.clear()
+        box.send_keys("Ann plays the viola.")
+        css(driver, f"{human} button").click()
+        wait(driver, lambda d: "Saved core memory block human" in css(d, "#operation-status").text, "the block was not saved")
+        blocks = requests.get(f"{url}/v1/users/ann/blocks", timeout=30).json()["blocks"]
+        assert [(b["name"], b["value"], b["size"]) for b in blocks][1] == ("human", "Ann plays the viola.", 20)
+
+    # the same limit as the agent's tools, over REST too
+    over = requests.put(f"{url}/v1/users/ann/blocks/human", json={"value": "x" * 2001}, timeout=30)
+    assert over.status_code == 422 and "over its limit of 2,000" in over.json()["error"]["message"]
+    unknown = requests.put(f"{url}/v1/users/ann/blocks/diary", json={"value": "hi"}, timeout=30)
+    assert unknown.status_code == 422 and "persona" in unknown.json()["error"]["message"]

@@ -44,9 +44,10 @@ window.startPolicyView = async function startPolicyView() {
   });
 };
 
-// Under MemoryOS, the tiers as MemoryOS shows them; other policies draw nothing here.
+// Under MemoryOS, the tiers as MemoryOS shows them; under an agent, its core memory blocks.
 window.refreshPolicyView = async function refreshPolicyView() {
   const holder = $("policy-view");
+  if (state.policy === "agent" && state.user) return refreshBlocks(holder);
   if (state.policy !== "memoryos" || !state.user || state.unknownUser) {
     if (holder.childElementCount) holder.replaceChildren();
     views.tiersJson = "";
@@ -127,6 +128,66 @@ function segmentItem(segment, top, threshold) {
     element("span", "heat-value", segment.heat.toFixed(2)));
   item.append(text, row);
   return item;
+}
+
+// ---- an agent's core memory blocks ---------------------------------------------------------
+
+async function refreshBlocks(holder) {
+  if (holder.querySelector(".block.dirty")) return;  // never under the user's typing
+  let found;
+  try {
+    found = await api("GET", userPath("/blocks"));
+  } catch (error) {
+    return notify("Could not read the core memory blocks: " + explain(error), true);
+  }
+  const json = JSON.stringify(found.blocks);
+  if (json === views.tiersJson) return;
+  views.tiersJson = json;
+  const focused = document.activeElement && document.activeElement.closest && document.activeElement.closest(".block");
+  const refocus = focused ? focused.dataset.name : null;
+  holder.replaceChildren();
+  const section = tierSection("core", "Core memory");
+  for (const block of found.blocks) section.append(blockForm(block));
+  holder.append(section);
+  if (refocus && holder.querySelector(`.block[data-name="${refocus}"] textarea`)) holder.querySelector(`.block[data-name="${refocus}"] textarea`).focus();
+}
+
+function blockForm(block) {
+  const form = element("form", "block");
+  form.dataset.name = block.name;
+  const id = "block-" + block.name;
+  const label = element("label", "", block.name + " ");
+  label.htmlFor = id;
+  const size = element("span", "subtle block-size", block.size + " / " + block.limit + " characters");
+  label.append(size);
+  const text = element("textarea");
+  text.id = id;
+  text.rows = 3;
+  text.value = block.value;
+  text.maxLength = block.limit;  // the agent's limit: the page cannot go past it; the server checks it again
+  const error = element("p", "error block-error");
+  error.setAttribute("role", "alert");
+  const save = element("button", "", "Save " + block.name);
+  save.type = "submit";
+  text.addEventListener("input", () => {
+    form.classList.add("dirty");
+    size.textContent = text.value.length + " / " + block.limit + " characters";
+  });
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    try {
+      const saved = await api("PUT", userPath("/blocks/" + encodeURIComponent(block.name)), { value: text.value });
+      form.classList.remove("dirty");
+      error.textContent = "";
+      setOperationStatus("Saved core memory block " + saved.name + " (" + saved.size + "/" + saved.limit + ")");
+      views.tiersJson = "";
+      refreshBlocks($("policy-view"));
+    } catch (failure) {
+      error.textContent = "Not saved: " + explain(failure);
+    }
+  });
+  form.append(label, text, error, save);
+  return form;
 }
 
 // ---- an agent's turn ----------------------------------------------------------------------
