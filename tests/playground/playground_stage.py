@@ -5,7 +5,7 @@ by a real uvicorn on 127.0.0.1. The fake LLM answers the consolidation workers f
 `ConsolidationScript` and the chat from `CHAT_REPLIES` (word by word when streamed). The LLM's
 key is read from `MEMORYSCOPE_LLM_API_KEY`, which the caller sets.
 
-    python tests/playground/playground_stage.py docs/playground.png   # the README's screenshot
+    python tests/playground/playground_stage.py docs/playground.png   # the README's screenshots
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from memoryscope.memory import MemoryNode, MemoryType
 from memoryscope.server.access import KeyRing
 from memoryscope.server.app import create_app
 from memoryscope.testing.consolidation_script import WORKER_MARKERS, ConsolidationScript
-from memoryscope.testing.fake_openai import FakeOpenAIServer
+from memoryscope.testing.fake_openai import FakeOpenAIServer, FakeToolCalls
 from memoryscope.testing.live_server import LiveServer
 
 USER = "ann"
@@ -146,23 +146,69 @@ class MemoryosStage(PlaygroundStage):
         return json.dumps({"segments": segments})
 
 
+class AgentStage(PlaygroundStage):
+    """The `agent` config (no background runs), its model the fake server; `queue_turn()` queues the
+    steps of one turn: a core memory edit with a heartbeat, then the message the agent sends."""
+
+    def __enter__(self) -> AgentStage:
+        self.fake.start()
+        overrides = {
+            "memory_store.path": str(self.folder / "agent.db"),
+            "model.generation_model.api_base": self.fake.base_url,
+            "model.generation_model.model_name": "fake-qwen",
+            "memory_service.memoryscope_service.enable_scheduler": False,
+        }
+        self.scope = MemoryScope("agent", overrides=overrides)
+        self.live = LiveServer(create_app(self.scope, keys=self.keys)).start()
+        return self
+
+    def queue_turn(self, fact: str, reply: str) -> None:
+        self.fake.queue_replies(
+            _step("core_memory_append", thought="Ann told me something to keep.", heartbeat=True, label="human", content=fact),
+            _step("send_message", thought="Now I answer.", message=reply),
+        )
+
+
+def _step(name: str, thought: str = "", heartbeat: bool = False, **arguments: Any) -> FakeToolCalls:
+    return FakeToolCalls(calls=((name, {**arguments, "request_heartbeat": heartbeat}),), content=thought)
+
+
 def take_screenshot(target: Path) -> None:
-    """The README's picture: the playground after two turns of chat and a consolidation."""
+    """The README's pictures: the playground after two turns of chat and a consolidation
+    (`target`), the MemoryOS view after a promotion (`<target>-memoryos.png`) and an agent's turn
+    with its steps, context window and core memory blocks (`<target>-agent.png`)."""
     from playground_browser import chromium_driver  # beside this file
-    from playground_page import chat, run_operation, wait_for_memory
+    from playground_page import chat, run_operation, wait, wait_for_memory
 
     os.environ.setdefault("MEMORYSCOPE_LLM_API_KEY", "sk-playground-llm")
     folder = Path(tempfile.mkdtemp(prefix="playground-"))
     try:
-        with PlaygroundStage(folder) as stage, chromium_driver(width=1400, height=1000) as driver:
-            driver.get(f"{stage.url}/?user={USER}")
-            for said, _, reply in SAID[:2]:  # one message short of consolidating by itself
-                chat(driver, said, reply)
-            run_operation(driver, "consolidate_memory")
-            wait_for_memory(driver, "ann lives in Hangzhou")
-            driver.find_element("css selector", "#last-reply summary").click()
-            driver.execute_script("document.activeElement.blur()")
-            driver.save_screenshot(str(target))
+        with chromium_driver(width=1400, height=1000) as driver:
+            with PlaygroundStage(folder) as stage:
+                driver.get(f"{stage.url}/?user={USER}")
+                for said, _, reply in SAID[:2]:  # one message short of consolidating by itself
+                    chat(driver, said, reply)
+                run_operation(driver, "consolidate_memory")
+                wait_for_memory(driver, "ann lives in Hangzhou")
+                driver.find_element("css selector", "#last-reply summary").click()
+                driver.execute_script("document.activeElement.blur()")
+                driver.save_screenshot(str(target))
+            with MemoryosStage(folder) as memoryos:
+                memoryos.add_turns(len(TURNS))
+                driver.get(f"{memoryos.url}/?user={USER}")
+                run_operation(driver, "memoryos_force_update")
+                wait(driver, lambda d: d.find_elements("css selector", "#tier-long .profile"), "no profile")
+                driver.set_window_size(1400, 1250)  # the tiers whole, beside the chat
+                driver.execute_script("document.activeElement.blur()")
+                driver.save_screenshot(str(target.with_name(target.stem + "-memoryos.png")))
+            driver.set_window_size(1400, 1000)
+            with AgentStage(folder) as agent:
+                agent.queue_turn("Ann plays the cello.", "Noted, Ann: the cello!")
+                driver.get(f"{agent.url}/?user={USER}")
+                chat(driver, "I play the cello", "Noted, Ann: the cello!")
+                wait(driver, lambda d: d.find_elements("css selector", "#tier-core .block"), "no core memory blocks")
+                driver.execute_script("document.activeElement.blur()")
+                driver.save_screenshot(str(target.with_name(target.stem + "-agent.png")))
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

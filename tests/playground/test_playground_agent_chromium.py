@@ -1,7 +1,8 @@
 """The playground under `configs/agent.yaml`, in a real headless Chromium: a turn's steps (the
 inner monologue, each function call with its result, the heartbeat's next step) and the context
-window gauge with its warning and flush marks, from the reply's `memoryscope` extension. The
-agent's model is the fake server, its steps queued. Skipped, with the reason, where Chromium is missing.
+window gauge with its warning and flush marks, from the reply's `memoryscope` extension; the core
+memory blocks by name with size and limit, edited within the agent's limits. The agent's model is
+the fake server, its steps queued. Skipped, with the reason, where Chromium is missing.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import requests
@@ -18,44 +18,22 @@ pytest.importorskip("fastapi", reason="the playground tests need the server extr
 
 from playground_browser import chromium_driver, missing_chromium
 from playground_page import all_css, chat, css, wait, wait_until_ready
-
-from memoryscope.app import MemoryScope
-from memoryscope.server.app import create_app
-from memoryscope.testing.fake_openai import FakeOpenAIServer, FakeToolCalls
-from memoryscope.testing.live_server import LiveServer
+from playground_stage import AgentStage
 
 MISSING = missing_chromium()
 pytestmark = pytest.mark.skipif(bool(MISSING), reason=MISSING or "a browser is installed")
 
 
-def step(name: str, thought: str = "", heartbeat: bool = False, **arguments: Any) -> FakeToolCalls:
-    return FakeToolCalls(calls=((name, {**arguments, "request_heartbeat": heartbeat}),), content=thought)
-
-
 @pytest.fixture
-def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, FakeOpenAIServer]]:
-    fake = FakeOpenAIServer()
-    fake.start()
-    monkeypatch.setenv("MEMORYSCOPE_LLM_API_BASE", fake.base_url)
+def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, AgentStage]]:
     monkeypatch.setenv("MEMORYSCOPE_LLM_API_KEY", "sk-agent-test")
-    monkeypatch.setenv("MEMORYSCOPE_LLM_MODEL", "fake-qwen")
-    overrides = {"memory_store.path": str(tmp_path / "agent.db"), "memory_service.memoryscope_service.enable_scheduler": False}
-    scope = MemoryScope("agent", overrides=overrides)
-    try:
-        with LiveServer(create_app(scope)) as live:
-            yield live.url, fake
-    finally:
-        scope.close(timeout=5)
-        fake.stop()
+    with AgentStage(tmp_path) as stage:
+        yield stage.url, stage
 
 
-def test_a_turn_shows_the_agents_steps_and_its_context_window(served: tuple[str, FakeOpenAIServer]) -> None:
-    url, fake = served
-    fake.queue_replies(
-        step("core_memory_append", thought="Ann told me something to keep.", heartbeat=True, label="human",
-             content="Ann plays the cello."),
-        step("send_message", thought="Now I answer.", message="Noted, Ann."),
-    )  # fmt: skip
+def test_a_turn_shows_the_agents_steps_and_its_context_window(served: tuple[str, AgentStage]) -> None:
+    url, stage = served
+    stage.queue_turn("Ann plays the cello.", "Noted, Ann.")
     with chromium_driver() as driver:
         driver.get(f"{url}/?user=ann")
         wait_until_ready(driver)

@@ -124,7 +124,8 @@ function segmentItem(segment, top, threshold) {
     const x = (width * threshold) / top;
     bar.append(svg("line", { class: "threshold", x1: x, x2: x, y1: 0, y2: 10 }));
   }
-  row.append(element("span", "subtle", segment.visits + " visits · " + segment.pages.length + " pages"), bar,
+  const plural = (count, word) => count + " " + word + (count === 1 ? "" : "s");
+  row.append(element("span", "subtle", plural(segment.visits, "visit") + " · " + plural(segment.pages.length, "page")), bar,
     element("span", "heat-value", segment.heat.toFixed(2)));
   item.append(text, row);
   return item;
