@@ -73,10 +73,12 @@ class CallRecord:
 
 @dataclass(frozen=True)
 class Step:
-    """One request to the model: its inner monologue and the calls it made."""
+    """One request to the model: its inner monologue, the calls it made, and whether they asked
+    for a heartbeat (another step after them)."""
 
     thought: str
     calls: tuple[CallRecord, ...] = ()
+    heartbeat: bool = False
 
 
 @dataclass(frozen=True)
@@ -325,7 +327,7 @@ class Agent:
             if not outcome.ok:
                 self._count("tool_errors")
             heartbeat = heartbeat or outcome.heartbeat
-        return Step(reply.content, tuple(records)), heartbeat, sent
+        return Step(reply.content, tuple(records), heartbeat), heartbeat, sent
 
     def _relieve_pressure(self, schemas: list[dict[str, Any]], notices: list[str]) -> None:
         now = self._now()

@@ -241,7 +241,10 @@ class _AgentPool:
 def _response(result: TurnResult) -> ChatResponse:
     meta = {
         "inner_monologue": [step.thought for step in result.steps if step.thought],
-        "steps": [{"thought": step.thought, "calls": [asdict(call) for call in step.calls]} for step in result.steps],
+        "steps": [
+            {"thought": step.thought, "calls": [asdict(call) for call in step.calls], "heartbeat": step.heartbeat}
+            for step in result.steps
+        ],
         "notices": list(result.notices),
         "memories": "",
         "memory_lines": [],

@@ -52,6 +52,8 @@ def test_a_turn_shows_the_agents_steps_and_its_context_window(served: tuple[str,
         assert first["call"].startswith("core_memory_append(") and "Ann plays the cello." in first["call"]
         assert json.loads(first["result"])["status"] == "OK"
         assert "send_message(" in steps[1].text and "Now I answer." in steps[1].text
+        heartbeats = [bool(step.find_elements("css selector", ".heartbeat")) for step in steps]
+        assert heartbeats == [True, False]  # the edit asked for another step; the message ended the turn
         gauge = driver.execute_script(
             """
             const gauge = document.getElementById('context-gauge');

@@ -3,7 +3,8 @@
 // user's status and each reply), drawn as inline SVG: no build step, nothing from another site.
 "use strict";
 
-const SVG = "http://www.w3.org/2000/svg";
+// SVG's namespace, from an <svg> the HTML parser made (index.html's template): no address in this file
+const SVG = document.getElementById("svg-template").content.firstElementChild.namespaceURI;
 const SAMPLE_MS = 5000;        // how often the open dashboard samples /metrics
 const SAMPLES_KEPT = 120;      // the newest samples each chart keeps (10 minutes)
 const TURNS_KEPT = 50;         // the newest turns the per-turn charts keep
@@ -241,6 +242,7 @@ function drawSteps(steps, notices) {
       calls.append(line);
     }
     if (calls.childElementCount) item.append(calls);
+    if (step.heartbeat) item.append(element("p", "heartbeat subtle", "↻ heartbeat: the agent asked for another step"));
     list.append(item);
   });
 }
