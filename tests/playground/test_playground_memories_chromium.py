@@ -225,3 +225,32 @@ def test_the_dashboard_samples_the_server_and_each_turn(stage: PlaygroundStage, 
     assert shown["percentiles"].startswith("p50 ") and " p95 " in shown["percentiles"]
     assert "finished" in shown["runs"] and "failed" in shown["runs"]
     assert any(key.startswith("Conversation memory ") for key in shown["memories"])
+
+
+def test_editing_and_history_by_keyboard(stage: PlaygroundStage, driver: Any) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    kept = add(stage, "jon", "jon sails on Sundays")
+    driver.get(f"{stage.url}/?user=jon")
+    wait_for_memory(driver, "jon sails on Sundays", ADDED)
+    css(driver, f"#memory-{kept} .edit-one").send_keys(Keys.ENTER)  # a button acts on Enter
+    box = wait(driver, lambda d: css(d, f"#edit-text-{kept}"), "the editor never opened")
+    assert driver.switch_to.active_element == box  # the text box has the focus
+    box.send_keys(" and Mondays", Keys.ESCAPE)  # Escape: closed, nothing saved
+    wait(driver, lambda d: not all_css(d, f"#edit-text-{kept}"), "Escape did not close the editor")
+    assert record(stage, kept)["memory"] == "jon sails on Sundays"
+    wait(driver, lambda d: d.switch_to.active_element.get_attribute("data-role") == "edit", "the focus was lost")
+
+    driver.switch_to.active_element.send_keys(Keys.ENTER)
+    box = wait(driver, lambda d: css(d, f"#edit-text-{kept}"), "the editor never opened again")
+    box.send_keys(" and Mondays", Keys.TAB, Keys.TAB, Keys.ENTER)  # past the metadata to Save
+    wait(driver, lambda d: record(stage, kept)["memory"] == "jon sails on Sundays and Mondays", "Save by keyboard failed")
+    wait(driver, lambda d: d.switch_to.active_element.get_attribute("data-role") == "edit", "the focus was lost after Save")
+
+    def pressed_space(d: Any) -> bool:  # found again if the list redrew meanwhile
+        css(d, f"#memory-{kept} .history-one").send_keys(Keys.SPACE)
+        return True
+
+    wait(driver, pressed_space, "could not reach the History button")
+    wait(driver, lambda d: len(all_css(d, f"#memory-{kept} .change")) == 2, "the history never opened")
+    assert css(driver, f"#memory-{kept} .history-one").get_attribute("aria-expanded") == "true"

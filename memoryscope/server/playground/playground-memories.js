@@ -285,11 +285,13 @@ function openEditor(memory, item) {
   form.querySelector(".edit-metadata-label").htmlFor = metadata.id;
   text.value = memory.memory;
   metadata.value = JSON.stringify(memory.metadata || {}, null, 1);
-  const close = () => {
+  const close = async () => {  // back to the list, the focus back on this memory's Edit button
     viewer.editing = null;
     form.remove();
     state.shownJson = "";
-    refreshMemories(true);
+    await refreshMemories(true);
+    const again = $("memory-" + memory.id);
+    if (again) again.querySelector('[data-role="edit"]').focus();
   };
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -312,8 +314,6 @@ function openEditor(memory, item) {
       await api("PATCH", "/v1/memories/" + encodeURIComponent(memory.id), body);
       setOperationStatus("Saved: " + (body.text || memory.memory));
       close();
-      const again = $("memory-" + memory.id);
-      if (again) again.querySelector('[data-role="edit"]').focus();
     } catch (failure) {
       error.textContent = "Could not save: " + explain(failure);
     }
