@@ -84,6 +84,13 @@ def test_the_memoryos_view_shows_the_tiers_and_a_promotion(stage: MemoryosStage,
     assert bar["label"].endswith(" of 5") and bar["heat"] > 0
     assert tier_texts(driver, "#tier-long .profile") == []
 
+    # a segment grown hot (as retrievals make it): its bar passes the line, in the hot colour
+    assert stage.scope is not None and stage.scope.store is not None
+    node = stage.scope.store.get([segment.get_attribute("data-id")])[0]
+    stage.scope.store.upsert([node.replace(meta={**node.meta, "memoryos_heat": 6.0})])
+    hot = wait(driver, lambda d: all_css(d, "#tier-mid .heat-bar.hot"), "the hot segment was not shown hot")
+    assert float(hot[0].get_attribute("width")) > float(css(driver, "#tier-mid .threshold").get_attribute("x1"))
+
     run_operation(driver, "memoryos_force_update")  # promoted now: the profile and knowledge appear by themselves
     wait(driver, lambda d: tier_texts(d, "#tier-long .profile") == [PROFILE], "the promoted profile never showed")
     assert tier_texts(driver, "#tier-long li.knowledge") == [KNOWLEDGE]

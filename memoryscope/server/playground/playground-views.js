@@ -314,7 +314,8 @@ async function noteTurn(extension, usage) {
   const retrieve = Object.entries(timings).find(([step]) => step.startsWith("retrieve") || step.startsWith("memoryos_retrieve"));
   const turn = { tokens: usage ? usage.total_tokens : null, calls: null, retrieveMs: retrieve ? retrieve[1] * 1000 : null };
   try {
-    const metrics = await readMetrics();
+    // /metrics reads the whole store: only while the dashboard is open (its calls count from then)
+    const metrics = $("dashboard-details").open ? await readMetrics() : null;
     if (metrics) {
       const calls = total(metrics, "memoryscope_model_calls_total", (labels) => labels.model === "generation_model");
       if (views.lastCalls !== null) turn.calls = calls - views.lastCalls;
