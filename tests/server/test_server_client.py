@@ -330,4 +330,4 @@ def test_tiers_and_blocks_through_the_client(serve: ServeFactory) -> None:
         error = raised(client.set_block, "human", "Ann keeps bees.", "ann")
         assert (error.status, error.code) == (422, "no_agent")
         error = raised(client.set_block, "a/b", "x", "ann")
-        assert error.code == "slash_in_id"  # refused before it is sent
+        assert error.code == "slash_in_id"  # refused, not misrouted
