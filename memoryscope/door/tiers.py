@@ -24,13 +24,15 @@ _MOST = 10_000  # the pages and segments one view reads at most (MemoryOS keeps 
 
 @dataclass(frozen=True)
 class Segment:
-    """A mid-term segment: its summary (`record`), its heat, visits and interaction length, and its pages."""
+    """A mid-term segment: its summary (`record`), its heat, visits and interaction length, its
+    pages, and whether it is hot enough for the next update to promote it."""
 
     record: MemoryRecord
     heat: float
     visits: int
     interaction_length: int
     pages: tuple[MemoryRecord, ...]
+    due_for_promotion: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -39,6 +41,7 @@ class Segment:
             "visits": self.visits,
             "interaction_length": self.interaction_length,
             "pages": [page.to_dict() for page in self.pages],
+            "due_for_promotion": self.due_for_promotion,
         }
 
 
@@ -79,18 +82,16 @@ class TierVerbs(DoorBase):
         for page in pages:
             if page.node.meta.get(_TIER) == "mid":
                 by_segment.setdefault(str(page.node.meta.get(_SEGMENT_ID, "")), []).append(page)
-        segments = [
-            Segment(
-                record,
-                float(record.node.meta.get(_HEAT, 0.0) or 0.0),
-                record.node.access_count,
-                int(record.node.meta.get(_LENGTH, 0) or 0),
-                tuple(by_segment.get(record.id, ())),
-            )
-            for record in read(caller, types=[_SEGMENT], limit=_MOST)
-        ]
+        threshold = self.heat_threshold
+        segments = []
+        for record in read(caller, types=[_SEGMENT], limit=_MOST):
+            heat = float(record.node.meta.get(_HEAT, 0.0) or 0.0)
+            length = int(record.node.meta.get(_LENGTH, 0) or 0)
+            pages = tuple(by_segment.get(record.id, ()))
+            due = threshold is not None and heat >= threshold
+            segments.append(Segment(record, heat, record.node.access_count, length, pages, due))
         segments.sort(key=lambda segment: segment.heat, reverse=True)
         profiles = read(caller, types=[_PROFILE], limit=1)
         knowledge = tuple(read(caller, types=[_KNOWLEDGE], limit=_MOST))
         profile = profiles[0] if profiles else None
-        return Tiers(caller.user_id, self.policy, short, tuple(segments), profile, knowledge, self.heat_threshold)
+        return Tiers(caller.user_id, self.policy, short, tuple(segments), profile, knowledge, threshold)

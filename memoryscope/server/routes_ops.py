@@ -90,7 +90,7 @@ def tiers(
     user: UserPath, request: Request, who: CallerDep, workspace: Workspace = "", target: Target = ""
 ) -> dict[str, Any]:
     """Under MemoryOS: the short-term pages oldest first, the mid-term segments hottest first (each
-    with `heat`, `visits`, `interaction_length` and its `pages`), the long-term `profile` and
+    with `heat`, `visits`, `interaction_length`, its `pages` and `due_for_promotion`), the long-term `profile` and
     `knowledge`, and `heat_threshold`, the heat at which a segment is promoted. Under another
     policy the tiers are empty and `policy` names it."""
     state = state_of(request)

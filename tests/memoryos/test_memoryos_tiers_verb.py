@@ -32,7 +32,7 @@ def test_tiers_show_each_tier_and_the_threshold(make_memoryos: Callable[..., Mem
     assert len(tiers.mid_term) == 1
     segment = tiers.mid_term[0]
     assert segment.record.memory == TURNS[0][0] and [page.id for page in segment.pages] != []
-    assert segment.heat > 0 and segment.interaction_length == 1
+    assert segment.heat > 0 and segment.interaction_length == 1 and not segment.due_for_promotion
     assert tiers.profile is None and tiers.knowledge == ()
 
     memo.force_mid_term_analysis()

@@ -119,7 +119,7 @@ function segmentItem(segment, top, threshold) {
   const bar = svg("svg", { viewBox: `0 0 ${width} 10`, preserveAspectRatio: "none", role: "img",
     "aria-label": "heat " + segment.heat.toFixed(2) + (threshold !== null ? " of " + threshold : "") });
   bar.append(svg("rect", { class: "heat-track", x: 0, y: 0, width, height: 10 }));
-  const hot = threshold !== null && segment.heat >= threshold;
+  const hot = segment.due_for_promotion;  // the server says when a segment is hot enough
   bar.append(svg("rect", { class: "heat-bar" + (hot ? " hot" : ""), x: 0, y: 0, width: (width * segment.heat) / top, height: 10 }));
   if (threshold !== null) {
     const x = (width * threshold) / top;
