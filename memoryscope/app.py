@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -121,9 +121,32 @@ class MemoryScope(MemoryApi):
                 retrieve_operation=getattr(params, "retrieve_operation", "retrieve_memory"),
                 store_operation=getattr(params, "store_operation", "read_message"),
                 agent_policy=any(getattr(each, "manages_own_memory", False) for each in self.chats.values()),
+                heat_threshold=self._heat_threshold(),
+                core_memory_of=self._core_memory_of(),
             )
             self.__dict__["_door"] = door
         return door
+
+    def _core_memory_of(self) -> Callable[[str, str], Any] | None:
+        """How the door reaches a user's core memory blocks: through the first chat that manages
+        its own memory (an agent), whose agent keeps them (None without one)."""
+        agent_chat = next((each for each in self.chats.values() if getattr(each, "manages_own_memory", False)), None)
+        if agent_chat is None:
+            return None
+        return lambda user, target: agent_chat.agent_for(user, target_name=target).core
+
+    def _heat_threshold(self) -> float | None:
+        """MemoryOS's promotion heat: the `mid_term_heat_threshold` of the first worker of the
+        `memoryos_update` operation that has one (None without that operation)."""
+        operation = self.default_service.operations.get("memoryos_update")
+        if operation is None:
+            return None
+        for name in re.split(r"[\s,|\[\]]+", str(operation.params.workflow)):
+            spec = self.config.workers.get(name)
+            value = getattr(spec.params, "mid_term_heat_threshold", None) if spec is not None else None
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return float(value)
+        return None
 
     @property
     def default_memory_chat(self) -> Any:

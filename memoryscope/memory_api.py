@@ -35,12 +35,14 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
 from memoryscope.door import (
+    BlockRecord,
     Caller,
     MemoryNotFoundError,
     MemoryRecord,
     MessagesIn,
     Profile,
     Status,
+    Tiers,
     TimeRange,
     UndoOutcome,
 )
@@ -185,6 +187,19 @@ class MemoryApi:
         """What is known about the user, by the config's memory policy (insights, MemoryOS's
         profile, or an agent's `human` block)."""
         return self.door.profile(self._caller(user_id, workspace, target_name))
+
+    def tiers(self, user_id: str | None = None, *, target_name: str = "", workspace: str = "") -> Tiers:
+        """The user's memories by the policy's tiers: under MemoryOS, the short-term pages, the
+        mid-term segments with their heat, the long-term profile and knowledge (else empty)."""
+        return self.door.tiers(self._caller(user_id, workspace, target_name))
+
+    def blocks(self, user_id: str | None = None, *, target_name: str = "") -> list[BlockRecord]:
+        """The core memory blocks of the user's agent (an agent config), in the config's order."""
+        return self.door.blocks(self._caller(user_id, "", target_name))
+
+    def set_block(self, name: str, value: str, user_id: str | None = None, *, target_name: str = "") -> BlockRecord:
+        """Make `value` the whole text of the agent's block `name` (within its limit, as the agent's tools)."""
+        return self.door.set_block(self._caller(user_id, "", target_name), name, value)
 
     def status(self, user_id: str | None = None, *, target_name: str = "", workspace: str = "") -> Status:
         """What waits for the user's background operations, and the runs that changed their memories."""

@@ -73,10 +73,12 @@ class CallRecord:
 
 @dataclass(frozen=True)
 class Step:
-    """One request to the model: its inner monologue and the calls it made."""
+    """One request to the model: its inner monologue, the calls it made, and whether they asked
+    for a heartbeat (another step after them)."""
 
     thought: str
     calls: tuple[CallRecord, ...] = ()
+    heartbeat: bool = False
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,9 @@ class TurnResult:
     steps: tuple[Step, ...]
     notices: tuple[str, ...] = ()
     timings: dict[str, float] = field(default_factory=dict)
+    # the window after the turn: tokens the next request starts with, the model's limit, and the
+    # fractions at which the agent is warned and old messages are folded into the summary
+    context_window: dict[str, float] = field(default_factory=dict)
 
     @property
     def reply(self) -> str:
@@ -285,7 +290,19 @@ class Agent:
                 self._count("step_budget_stops")
                 break
             self.state.queue.append(_packet("heartbeat", self._now(), reason="request_heartbeat"))
-        return TurnResult(tuple(sent), tuple(steps), tuple(notices), {"agent": time.perf_counter() - started})
+        timings = {"agent": time.perf_counter() - started}
+        return TurnResult(tuple(sent), tuple(steps), tuple(notices), timings, self._window_now(schemas))
+
+    def _window_now(self, schemas: list[dict[str, Any]]) -> dict[str, float]:
+        """How full the next request leaves the window, with the marks the agent goes by."""
+        pressure = self.window.pressure(self.main_context(), schemas, last_warning_at=self.state.last_warning_at, now=self._now())
+        settings = self.window.settings
+        return {
+            "tokens": pressure.tokens,
+            "limit": pressure.limit,
+            "warning_fraction": settings.warning_fraction,
+            "flush_fraction": settings.flush_fraction,
+        }
 
     def _take(self, reply: ToolReply, notices: list[str]) -> tuple[Step, bool, list[str]]:
         """The model's answer into the queue and its calls run: (the step, heartbeat?, messages sent)."""
@@ -310,7 +327,7 @@ class Agent:
             if not outcome.ok:
                 self._count("tool_errors")
             heartbeat = heartbeat or outcome.heartbeat
-        return Step(reply.content, tuple(records)), heartbeat, sent
+        return Step(reply.content, tuple(records), heartbeat), heartbeat, sent
 
     def _relieve_pressure(self, schemas: list[dict[str, Any]], notices: list[str]) -> None:
         now = self._now()

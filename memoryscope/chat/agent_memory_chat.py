@@ -3,7 +3,7 @@
     chat = scope.memory_chats["agent_memory_chat"]          # configs/agent.yaml selects it
     response = chat.chat_with_memory("I moved to Hangzhou")
     response.message.content                                 # what the agent sent (send_message)
-    response.meta_data["inner_monologue"], response.meta_data["steps"]
+    response.meta_data["inner_monologue"], response.meta_data["steps"], response.meta_data["context_window"]
     for piece in chat.chat_with_memory("where do I live?", stream=True):
         print(piece.delta, end="")
 
@@ -243,12 +243,16 @@ class _AgentPool:
 def _response(result: TurnResult) -> ChatResponse:
     meta = {
         "inner_monologue": [step.thought for step in result.steps if step.thought],
-        "steps": [{"thought": step.thought, "calls": [asdict(call) for call in step.calls]} for step in result.steps],
+        "steps": [
+            {"thought": step.thought, "calls": [asdict(call) for call in step.calls], "heartbeat": step.heartbeat}
+            for step in result.steps
+        ],
         "notices": list(result.notices),
         "memories": "",
         "memory_lines": [],
         "memory_ids": [],
         "timings": dict(result.timings),
+        "context_window": dict(result.context_window),
     }
     return ChatResponse(ChatMessage("assistant", result.reply), meta)
 

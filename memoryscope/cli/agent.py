@@ -123,6 +123,7 @@ class AgentRepl:
         self.gathered: list[str] | None = None  # the lines of a multi-line message (`//`), while one is open
         self.commands: dict[str, tuple[str, str, Callable[[str], bool]]] = {
             "memory": ("/memory", "the core memory blocks, archival and recall counts, the window's use", self._memory),
+            "set": ("/set NAME TEXT", "make TEXT the whole core memory block NAME (within its limit)", self._set_block),
             "dump": ("/dump [n]", "the main context as sent (its last n messages)", self._dump),
             "pop": ("/pop [n]", "drop the last n messages of the main context (default 3)", self._pop),
             "retry": ("/retry", "run the last user message again", lambda _: self._turn(self.agent.retry())),
@@ -263,6 +264,19 @@ class AgentRepl:
     def _load(self, name: str) -> bool:
         self.agent.load_checkpoint(name or _DEFAULT_CHECKPOINT)
         self.say(f"loaded checkpoint {name or _DEFAULT_CHECKPOINT!r}")
+        return True
+
+    def _set_block(self, given: str) -> bool:
+        name, _, text = given.strip().partition(" ")
+        if not name:
+            self.say("usage: /set NAME TEXT (the blocks: /memory)")
+            return True
+        try:
+            block = self.agent.core.set(name, text.strip())
+        except MemoryScopeError as error:  # the agent's BlockError: unknown block, over its limit
+            self.say(f"/set failed: {error}")
+            return True
+        self.say(f"[{block.name}] {len(block.value)}/{block.limit} characters")
         return True
 
     def _summarize(self, _: str) -> bool:

@@ -1,8 +1,9 @@
-"""`memoryscope status | profile`: what waits for one user's background operations and what ran;
-what is known about them.
+"""`memoryscope status | profile | tiers`: what waits for one user's background operations and
+what ran; what is known about them; their memories by the policy's tiers (MemoryOS's).
 
     memoryscope status --config default --user ann
     memoryscope profile --config memoryos --user ann [--json]
+    memoryscope tiers --config memoryos --user ann [--json]
 
 prints the figures the scheduler goes by: pending messages (ready for the next run), those
 backing off after a failed run (with the next retry time), those parked as failed (with the
@@ -35,6 +36,9 @@ def add_status_commands(commands: Any) -> None:
     profile = commands.add_parser("profile", help="what is known about one user, by the config's memory policy")
     _user_options(profile).add_argument("--json", action="store_true", help="the profile as one JSON object")
     profile.set_defaults(handler=_profile)
+    tiers = commands.add_parser("tiers", help="one user's memories by the policy's tiers (MemoryOS: short, mid, long)")
+    _user_options(tiers).add_argument("--json", action="store_true", help="the tiers as one JSON object")
+    tiers.set_defaults(handler=_tiers)
 
 
 def _user_options(command: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -63,6 +67,28 @@ def _profile(args: argparse.Namespace) -> int:
         print(terminal_safe(json.dumps(found.to_dict(), ensure_ascii=False)))
     else:
         print(terminal_safe(found.text or f"no profile of {found.user_id} yet ({found.policy})"))
+    return EXIT_OK
+
+
+def _tiers(args: argparse.Namespace) -> int:
+    with command_scope(args) as scope:
+        door = scope.door
+        found = door.tiers(door.caller(args.user, workspace=args.workspace, target=args.target))
+    if args.json:
+        print(terminal_safe(json.dumps(found.to_dict(), ensure_ascii=False)))
+        return EXIT_OK
+    if found.policy != "memoryos":
+        print(terminal_safe(f"the {found.policy} policy keeps no tiers; see `memoryscope profile`"))
+        return EXIT_OK
+    threshold = f", promoted at heat {found.heat_threshold:g}" if found.heat_threshold is not None else ""
+    lines = [f"long term: profile: {found.profile.memory if found.profile else '(none yet)'}"]
+    lines += [f"  knowledge: {entry.memory}" for entry in found.knowledge]
+    lines.append(f"mid term: {len(found.mid_term)} segments{threshold}")
+    lines += [f"  heat {segment.heat:.2f} ({len(segment.pages)} pages): {segment.record.memory}" for segment in found.mid_term]
+    lines.append(f"short term: {len(found.short_term)} pages, oldest first")
+    lines += ["  " + page.memory.replace("\n", " ") for page in found.short_term]
+    for line in lines:
+        print(terminal_safe(line))
     return EXIT_OK
 
 

@@ -15,6 +15,7 @@ from memoryscope.client._calls import (
     _add,
     _answer,
     _as_dict,
+    _blocks,
     _Call,
     _chat_body,
     _chat_result,
@@ -33,7 +34,9 @@ from memoryscope.client._calls import (
     _run_operation,
     _scope,
     _search,
+    _set_block,
     _status,
+    _tiers,
     _transport_error,
     _undo,
     _update,
@@ -106,6 +109,15 @@ class AsyncMemoryScopeClient:
 
     async def status(self, user_id: str, *, target_name: str = "", workspace: str = "") -> dict[str, Any]:
         return await self._run(_status(user_id, target_name, workspace))
+
+    async def tiers(self, user_id: str, *, target_name: str = "", workspace: str = "") -> dict[str, Any]:
+        return await self._run(_tiers(user_id, target_name, workspace))
+
+    async def blocks(self, user_id: str, *, target_name: str = "") -> list[dict[str, Any]]:
+        return await self._run(_blocks(user_id, target_name))
+
+    async def set_block(self, name: str, value: str, user_id: str, *, target_name: str = "") -> dict[str, Any]:
+        return await self._run(_set_block(name, value, user_id, target_name))
 
     async def export(self, user_id: str, *, target_name: str = "", workspace: str = "") -> AsyncIterator[dict[str, Any]]:
         response = await self._open("GET", _user_path(user_id, "export"), _scope(target_name, workspace))

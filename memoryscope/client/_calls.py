@@ -222,6 +222,19 @@ def _status(user_id: str, target_name: str, workspace: str) -> _Call[dict[str, A
     return _Call("GET", _user_path(user_id, "status"), _as_dict, _scope(target_name, workspace))
 
 
+def _tiers(user_id: str, target_name: str, workspace: str) -> _Call[dict[str, Any]]:
+    return _Call("GET", _user_path(user_id, "tiers"), _as_dict, _scope(target_name, workspace))
+
+
+def _blocks(user_id: str, target_name: str) -> _Call[list[dict[str, Any]]]:
+    return _Call("GET", _user_path(user_id, "blocks"), lambda data: list(data["blocks"]), _scope(target_name, ""))
+
+
+def _set_block(name: str, value: str, user_id: str, target_name: str) -> _Call[dict[str, Any]]:
+    path = _user_path(user_id, f"blocks/{_segment(name, 'block name')}")
+    return _Call("PUT", path, _as_dict, _scope(target_name, ""), {"value": value})
+
+
 def _run_operation(name: str, user_id: str, target_name: str, workspace: str, fields: dict[str, Any]) -> _Call[dict[str, Any]]:
     path = _user_path(user_id, f"operations/{_segment(name, 'operation name')}")
     return _Call("POST", path, _as_dict, _scope(target_name, workspace), _wire(fields))

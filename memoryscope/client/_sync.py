@@ -15,6 +15,7 @@ from memoryscope.client._calls import (
     _add,
     _answer,
     _as_dict,
+    _blocks,
     _Call,
     _chat_body,
     _chat_result,
@@ -33,7 +34,9 @@ from memoryscope.client._calls import (
     _run_operation,
     _scope,
     _search,
+    _set_block,
     _status,
+    _tiers,
     _transport_error,
     _undo,
     _update,
@@ -130,6 +133,19 @@ class MemoryScopeClient:
     def status(self, user_id: str, *, target_name: str = "", workspace: str = "") -> dict[str, Any]:
         """The scheduler's status for the user: running, waiting, last runs and errors, pending messages."""
         return self._run(_status(user_id, target_name, workspace))
+
+    def tiers(self, user_id: str, *, target_name: str = "", workspace: str = "") -> dict[str, Any]:
+        """The user's memories by the server's policy's tiers (MemoryOS: `short_term`, `mid_term`
+        with `heat`, `profile`, `knowledge`, `heat_threshold`); `policy` names the policy."""
+        return self._run(_tiers(user_id, target_name, workspace))
+
+    def blocks(self, user_id: str, *, target_name: str = "") -> list[dict[str, Any]]:
+        """The core memory blocks of the user's agent (an agent server): `name`, `value`, `size`, `limit`."""
+        return self._run(_blocks(user_id, target_name))
+
+    def set_block(self, name: str, value: str, user_id: str, *, target_name: str = "") -> dict[str, Any]:
+        """Make `value` the whole text of the agent's block `name`, within its limit."""
+        return self._run(_set_block(name, value, user_id, target_name))
 
     def export(self, user_id: str, *, target_name: str = "", workspace: str = "") -> Iterator[dict[str, Any]]:
         """The user's memories as `memoryscope export` writes them, one dict per line: a header, the

@@ -24,6 +24,7 @@ facades) import from here, never from `stores/`, `workflow/` or the context.
 
 from memoryscope.context import Message  # a verb's input (`add`, `run(messages=...)`)
 from memoryscope.door.agents import AgentRecord
+from memoryscope.door.blocks import BlockRecord
 from memoryscope.door.caller import ADMIN, READ, WRITE, Caller, Reach
 from memoryscope.door.documents import Document, chunk_text, read_documents
 from memoryscope.door.door import Door, Limits, MemoryNotFoundError
@@ -31,6 +32,7 @@ from memoryscope.door.failures import FAILURES, Failure, failure_of
 from memoryscope.door.inputs import MessagesIn, aware, parse_time
 from memoryscope.door.records import MemoryRecord, Profile, RunSummary, Status, UndoOutcome, WriteOutcome
 from memoryscope.door.sources import SourceLoad, SourceRecord
+from memoryscope.door.tiers import Segment, Tiers
 from memoryscope.door.verbs import VERB_OPERATIONS, VERBS, Verb, verb_table
 from memoryscope.stores.base import TimeRange  # a verb's input (`search(time_range_given=...)`)
 from memoryscope.workflow import RunResult  # what `run` answers: the run's context and timings
@@ -46,6 +48,9 @@ __all__ = [
     "MemoryRecord",
     "Profile",
     "Status",
+    "Tiers",
+    "BlockRecord",
+    "Segment",
     "UndoOutcome",
     "WriteOutcome",
     "RunSummary",

@@ -4,7 +4,7 @@ a caller (the store's filter applies the user)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any, TypeVar
@@ -82,6 +82,8 @@ class DoorBase:
         retrieve_operation: str = "retrieve_memory",
         store_operation: str = "read_message",
         agent_policy: bool = False,
+        heat_threshold: float | None = None,
+        core_memory_of: Callable[[str, str], Any] | None = None,
     ) -> None:
         self.service = service
         self._store = store
@@ -91,6 +93,8 @@ class DoorBase:
         self._retrieve_operation = retrieve_operation
         self._store_operation = store_operation
         self._agent_policy = agent_policy
+        self.heat_threshold = heat_threshold  # MemoryOS: the heat at which an update promotes a segment
+        self.core_memory_of = core_memory_of  # an agent config: (user, target) -> that agent's core memory (door.blocks)
 
     def with_limits(self: _Door, limits: Limits) -> _Door:
         """The same door with other limits (a server given its own `server:` settings)."""
@@ -132,6 +136,13 @@ class DoorBase:
     def memoryos(self) -> bool:
         """Whether the service keeps memory MemoryOS's way."""
         return MEMORYOS_OPERATION in self.service.operations
+
+    @property
+    def policy(self) -> str:
+        """The memory policy this door's service keeps: `memoryos`, `agent` or `memoryscope`."""
+        if self.memoryos:
+            return "memoryos"
+        return "agent" if self._agent_policy else "memoryscope"
 
     def _run(self, caller: Caller, operation: str, verb: str, **inputs: Any) -> RunResult:
         """Run `operation` for the caller's user: the one way a verb writes."""

@@ -19,6 +19,7 @@ from typing import Any, TextIO
 
 from memoryscope.door.agents import AgentVerbs
 from memoryscope.door.base import MemoryNotFoundError, UnknownOperationError
+from memoryscope.door.blocks import BlockVerbs
 from memoryscope.door.caller import ADMIN, READ, WRITE, Caller
 from memoryscope.door.failures import failure_of
 from memoryscope.door.inputs import MessagesIn, aware, checked_idempotency_key, checked_metadata, messages_of
@@ -26,6 +27,7 @@ from memoryscope.door.limits import Limits
 from memoryscope.door.reading import ReadingVerbs
 from memoryscope.door.records import MemoryRecord, RunSummary, UndoOutcome, WriteOutcome
 from memoryscope.door.sources import SourceVerbs
+from memoryscope.door.tiers import TierVerbs
 from memoryscope.errors import InvalidInputError, MemoryScopeError, NotFoundError
 from memoryscope.history import ChangeSource
 from memoryscope.stores.state import StateKey, StateOwner
@@ -37,7 +39,7 @@ __all__ = ["Door", "Limits", "MemoryNotFoundError"]
 ACCEPTED_WRITE = "accepted_write"  # the state records of writes accepted now and done later
 
 
-class Door(ReadingVerbs, AgentVerbs, SourceVerbs):
+class Door(ReadingVerbs, AgentVerbs, SourceVerbs, TierVerbs, BlockVerbs):
     """Every verb, for a caller. Built once per `MemoryScope` (`scope.door`); `with_limits` gives
     the same door with other limits (a server given its own settings)."""
 

@@ -12,10 +12,11 @@ system messages replace the persona. Memories are retrieved and put into the pro
 configured generation model answers, and the turn (message and reply) is stored, so
 consolidation follows by its triggers. The memories used come back in the extension field
 `memoryscope` (`memories`, `memory_ids`, `timings`, and `usage`: MemoryScope's own embedding and
-ranking calls for the reply), never inside the message. `usage` is what the model reported for
-the prompt it was sent (memories, tool schemas and calls included), counted here with cl100k
-only when it reports none. The request's sampling options (`PASSED_TO_MODEL`) go with the
-reply's call, over the chat's `generation_model_kwargs`.
+ranking calls for the reply; under an agent chat, `steps`, `notices`, `context_window`), never
+inside the message. `usage` is what the model reported for the prompt it was sent (memories,
+tool schemas and calls included), counted here with cl100k only when it reports none. The
+request's sampling options (`PASSED_TO_MODEL`) go with the reply's call, over the chat's
+`generation_model_kwargs`.
 
 Function calling: `tools` go to the model as given, with `tool_choice` and `parallel_tool_calls`;
 the model's calls come back as OpenAI returns them (`message.tool_calls`, `finish_reason:
@@ -293,12 +294,21 @@ def _usage(prompt: int, completion: int) -> dict[str, int]:
 
 
 def _extension(user: str, meta: dict[str, Any]) -> dict[str, Any]:
-    return {
+    """The reply's `memoryscope` field; an agent chat's reply adds its `steps` (each an inner
+    monologue and the calls made, with their results), `notices` (memory pressure, a flush) and
+    `context_window` (tokens in use after the turn, the limit, the warning and flush fractions)."""
+    out = {
         "user": user,
         "memories": list(meta.get("memory_lines") or []),
         "memory_ids": list(meta.get("memory_ids") or []),
         "timings": dict(meta.get("timings") or {}),
     }
+    for name in ("steps", "notices"):
+        if name in meta:
+            out[name] = list(meta[name] or [])
+    if meta.get("context_window"):
+        out["context_window"] = dict(meta["context_window"])
+    return out
 
 
 def _wire_call(call: ToolCall) -> dict[str, Any]:

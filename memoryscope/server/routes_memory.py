@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Path, Query, Request
@@ -115,12 +116,19 @@ def list_memories(
     type: Annotated[list[MemoryType] | None, Query(description="Only these types (repeatable).")] = None,
     limit: Annotated[int | None, Query(ge=0, le=100_000)] = None, include_expired: bool = False,
     filters: Annotated[str | None, Query(description='On metadata, as JSON: {"source": "crm", "rating": {"gte": 3}}.')] = None,
+    offset: Annotated[int, Query(ge=0, le=10_000_000, description="Skip this many (a page: limit=50&offset=50).")] = 0,
+    since: Annotated[datetime | None, Query(description="Only memories said at or after this time (ISO 8601).")] = None,
+    until: Annotated[datetime | None, Query(description="Only memories said before this time (ISO 8601).")] = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """Newest first; expired memories (replaced by newer ones) only with `include_expired=true`."""
+    """Newest first, from `offset` on; expired memories (replaced by newer ones) only with
+    `include_expired=true`."""
     state = state_of(request)
     caller = who.for_user(state, user, workspace, target)
     wanted = parsed_filters(filters)
-    found = state.door.get_all(caller, filters=wanted, types=type, include_expired=include_expired, limit=limit)
+    found = state.door.get_all(
+        caller, filters=wanted, types=type, include_expired=include_expired, limit=limit, offset=offset,
+        time_range_given=(since, until) if since or until else None,
+    )  # fmt: skip
     if not found:
         require_known_user(state, caller)
     return {"memories": records(found)}

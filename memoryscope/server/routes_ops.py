@@ -1,18 +1,18 @@
-"""`/v1`: run an operation by name, a user's profile, what waits and ran for a user, an export of
+"""`/v1`: run an operation by name, a user's profile, tiers and agent blocks, what waits and ran for a user, an export of
 a user's memories and their history as JSON lines (streamed), and the config in use (secrets
 hidden). A face over `memoryscope.door`, as `routes_memory`."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Path, Request
 from fastapi.responses import StreamingResponse
 
 from memoryscope.memory_types import memory_type_specs
 from memoryscope.server.config_view import describe_config
 from memoryscope.server.routes_memory import Target, UserPath, Workspace, require_known_user
-from memoryscope.server.schemas import OperationBody
+from memoryscope.server.schemas import BlockBody, OperationBody
 from memoryscope.server.state import AdminDep, CallerDep, state_of
 
 __all__ = ["router"]
@@ -22,10 +22,14 @@ router = APIRouter(prefix="/v1", tags=["operations"])
 
 @router.get("/operations", summary="The operations this server runs")
 def operations(request: Request, who: CallerDep) -> dict[str, Any]:
-    service = state_of(request).service
+    """Every configured operation (`backend`: run in the background by triggers), and the memory
+    policy the service keeps (`memoryscope`, `memoryos` or `agent`)."""
+    state = state_of(request)
+    service = state.service
     described = service.op_description_dict
     return {
         "service": service.name,
+        "policy": state.door.policy,
         "operations": [
             {"name": name, "backend": operation.backend, "description": described.get(name, "")}
             for name, operation in service.operations.items()
@@ -79,6 +83,40 @@ def profile(
     require_known_user(state, caller)
     found = state.door.profile(caller)
     return {**found.to_dict(), "insights": [record.to_dict() for record in found.records if record.memory_type == "insight"]}
+
+
+@router.get("/users/{user}/tiers", summary="A user's memories by the memory policy's tiers")
+def tiers(
+    user: UserPath, request: Request, who: CallerDep, workspace: Workspace = "", target: Target = ""
+) -> dict[str, Any]:
+    """Under MemoryOS: the short-term pages oldest first, the mid-term segments hottest first (each
+    with `heat`, `visits`, `interaction_length`, its `pages` and `due_for_promotion`), the long-term `profile` and
+    `knowledge`, and `heat_threshold`, the heat at which a segment is promoted. Under another
+    policy the tiers are empty and `policy` names it."""
+    state = state_of(request)
+    caller = who.for_user(state, user, workspace, target)
+    require_known_user(state, caller)
+    return state.door.tiers(caller).to_dict()
+
+
+@router.get("/users/{user}/blocks", summary="The agent's core memory blocks (agent configs)")
+def blocks(user: UserPath, request: Request, who: CallerDep, target: Target = "") -> dict[str, Any]:
+    """Each block by name, in the config's order: its text (`value`), `size` and `limit` in characters."""
+    state = state_of(request)
+    caller = who.for_user(state, user, "", target)
+    return {"blocks": [block.to_dict() for block in state.door.blocks(caller)]}
+
+
+@router.put("/users/{user}/blocks/{name}", summary="Set a core memory block's whole text (agent configs)")
+def set_block(
+    user: UserPath, name: Annotated[str, Path(min_length=1, max_length=64)], body: BlockBody, request: Request,
+    who: CallerDep, target: Target = "",
+) -> dict[str, Any]:  # fmt: skip
+    """Within the block's limit, as the agent's own tools: over it, or an unknown block, is a 422
+    that says so."""
+    state = state_of(request)
+    caller = who.for_user(state, user, "", target)
+    return state.door.set_block(caller, name, body.value).to_dict()
 
 
 @router.get("/users/{user}/status", summary="What waits and what ran for a user")

@@ -1,9 +1,10 @@
 """`/`: the web playground, a page to chat with memory and watch the memories change.
 
 Everything it needs ships in the package (`memoryscope/server/playground/`): one HTML page, one
-stylesheet, one script, no build step and nothing from another site. The page talks to the same
-`/v1` API as any client, with the API key the visitor types in (kept in the tab's session
-storage), so it can do exactly what that key may do. `server.playground: false` turns it off.
+stylesheet, three scripts (the chat; the memory viewer; the policy views and the dashboard), no
+build step and nothing from another site. The page talks to the same `/v1` API as any client,
+with the API key the visitor types in (kept in the tab's session storage), so it can do exactly
+what that key may do. `server.playground: false` turns it off.
 The page is sent with a content security policy that lets it load and call only this server.
 """
 
@@ -24,6 +25,8 @@ router = APIRouter(include_in_schema=False)
 ASSETS = {  # what the page loads, by name: nothing else is served from the folder
     "playground.css": "text/css; charset=utf-8",
     "playground.js": "text/javascript; charset=utf-8",
+    "playground-memories.js": "text/javascript; charset=utf-8",
+    "playground-views.js": "text/javascript; charset=utf-8",
 }
 _PAGE_HEADERS = {
     "Content-Security-Policy": (

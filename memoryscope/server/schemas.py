@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from memoryscope.memory import MemoryTypeName
 
-__all__ = ["MessageIn", "StoreMessages", "SearchBody", "AddMemories", "UpdateMemory", "OperationBody"]
+__all__ = ["MessageIn", "StoreMessages", "SearchBody", "AddMemories", "UpdateMemory", "OperationBody", "BlockBody"]
 
 _STRICT = ConfigDict(extra="forbid")
 _EARLIEST_YEAR, _LATEST_YEAR = 1000, 9000  # room on both sides for the date arithmetic of time windows
@@ -67,6 +67,12 @@ class UpdateMemory(BaseModel):
 
     text: str | None = Field(default=None, description="The new text (embedded again).")
     metadata: dict[str, Any] | None = Field(default=None, description="Keys to set; a key set to null is removed.")
+
+
+class BlockBody(BaseModel):
+    model_config = _STRICT
+
+    value: str = Field(max_length=1_000_000, description="The block's whole new text (within the block's limit).")
 
 
 class OperationBody(BaseModel):

@@ -119,14 +119,16 @@ def test_everything_works_from_the_keyboard(stage: PlaygroundStage, driver: Any)
     wait_for_memory(driver, OLDER_FACT)
 
     stops: list[str] = []
-    for _ in range(16):  # Tab through the page from the top, naming each stop
+    for _ in range(28):  # Tab through the page from the top, naming each stop
         ActionChains(driver).send_keys(Keys.TAB).perform()
         focused = driver.switch_to.active_element
         names = (focused.get_attribute(attribute) for attribute in ("id", "data-operation", "aria-label"))
         stops.append(next((name for name in names if name), ""))
-    expected = ["user-name", "api-key", "chat-input", "send", "consolidate_memory", "refresh", "delete-all", "show-expired"]
+    expected = ["user-name", "api-key", "chat-input", "send", "forget-chat", "consolidate_memory", "refresh", "delete-all",
+                "show-expired", "search-query", "search-go", "search-clear"]  # fmt: skip
     assert all(stop in stops for stop in expected), stops
-    assert f"Delete memory: {OLDER_FACT}" in stops, stops
+    for action in ("Edit memory", "Pin memory", "History of memory", "Delete memory"):
+        assert f"{action}: {OLDER_FACT}" in stops, stops
     assert stops.index("user-name") < stops.index("chat-input") < stops.index("consolidate_memory")
 
     box = css(driver, "#chat-input")
@@ -144,6 +146,7 @@ def test_everything_works_from_the_keyboard(stage: PlaygroundStage, driver: Any)
 
     user_box.send_keys(Keys.END, Keys.BACKSPACE * 3, USER, Keys.ENTER)
     wait(driver, lambda d: len(memory_texts(d, "conversation")) == 2, "ann's messages never reappeared")
+    assert len(all_css(driver, "#messages .message")) == 2  # and ann's chat, kept in this browser
     target = wait_for_memory(driver, OLDER_FACT)
 
     def pressed_space(d: Any) -> bool:

@@ -5,17 +5,21 @@ with the reason, where Firefox or marionette-driver is missing."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
+import requests
 
 pytest.importorskip("fastapi", reason="the playground tests need the server extra: pip install 'memoryscope[server]'")
 
 from playground_browser import FirefoxPage, firefox_page, missing_firefox
 from playground_page import (
+    ENTER,
     all_css,
     chat,
     click,
     css,
+    memories,
     memory_texts,
     record_reply_texts,
     run_operation,
@@ -23,13 +27,14 @@ from playground_page import (
     wait_for_memory,
     wait_until_ready,
 )
-from playground_stage import OLDER_FACT, SAID, USER, PlaygroundStage
+from playground_stage import OLDER_FACT, PROFILE, SAID, TURNS, USER, AgentStage, MemoryosStage, PlaygroundStage
 
 MISSING = missing_firefox()
 pytestmark = [
     pytest.mark.skipif(bool(MISSING), reason=MISSING or "Firefox is installed"),
     pytest.mark.slow,  # a browser; `-m "not slow"` leaves it out
 ]
+ADDED = "obs_customized"
 
 
 def test_chat_consolidate_and_delete_in_firefox(stage: PlaygroundStage) -> None:
@@ -69,3 +74,57 @@ def run_main_steps(page: FirefoxPage, stage: PlaygroundStage) -> None:
     shown = wait(page, lambda p: css(p, "#config-text").text.startswith("{") and css(p, "#config-text").text, "no config")
     assert json.loads(shown)["store"]["class"] == "SqliteMemoryStore"
     assert all_css(page, "#messages .message.error") == []
+
+
+def test_manage_memories_and_each_policy_view_in_firefox(
+    stage: PlaygroundStage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Search (Enter in the box), edit, pin, history and undo, paging, and the MemoryOS and agent
+    views, in one Firefox: what the Chromium tests check, by the same page steps."""
+    added = requests.post(
+        f"{stage.url}/v1/users/cleo/memories", json={"texts": [f"cleo note {n}" for n in range(25)]}, timeout=30
+    )
+    assert added.status_code == 201
+    with firefox_page(width=1280, height=1400) as page:
+        page.get(f"{stage.url}/?user=cleo")
+        wait(page, lambda p: len(memory_texts(p, ADDED)) == 20, "the first page of 20 never showed")
+        click(page, f'#group-{ADDED} [data-role="older"]')
+        wait(page, lambda p: len(memory_texts(p, ADDED)) == 5, "Older did not show the last 5")
+        click(page, f'#group-{ADDED} [data-role="newer"]')
+
+        css(page, "#search-query").send_keys("cleo note 7" + ENTER)  # Enter in the box searches
+        wait(page, lambda p: [m for m in memories(p) if m["type"] == "results"], "no search results")
+
+        click(page, "#search-clear")
+        wait(page, lambda p: len(memory_texts(p, ADDED)) == 20, "clearing the search did not bring the list back")
+        first = next(m for m in memories(page) if m["type"] == ADDED)
+        note, text = first["id"], first["text"]
+        click(page, f"#memory-{note} .edit-one")
+        box = css(page, f"#edit-text-{note}")
+        box.clear()
+        box.send_keys("cleo note zero")
+        click(page, f"#memory-{note} .edit-save")
+        wait(page, lambda p: "cleo note zero" in memory_texts(p, ADDED), "the edit was not shown")
+        click(page, f"#memory-{note} .pin-one")
+        wait(page, lambda p: css(p, f"#memory-{note}").get_attribute("data-pinned") == "true", "not pinned")
+        click(page, f"#memory-{note} .history-one")
+        wait(page, lambda p: len(all_css(p, f"#memory-{note} .change")) == 3, "the history is not created, edited, pinned")
+        click(page, f"#memory-{note} .change:last-child .undo-run")  # undo the pin: the edit stays
+        wait(page, lambda p: css(p, f"#memory-{note}").get_attribute("data-pinned") == "false", "undo did not unpin")
+        assert "cleo note zero" in memory_texts(page, ADDED) and text not in memory_texts(page, ADDED)
+
+    monkeypatch.setenv("MEMORYSCOPE_LLM_API_KEY", "sk-playground-llm")
+    with MemoryosStage(tmp_path / "memoryos") as memoryos, firefox_page() as page:
+        memoryos.add_turns(len(TURNS))
+        page.get(f"{memoryos.url}/?user={USER}")
+        wait(page, lambda p: all_css(p, "#tier-mid .segment"), "the MemoryOS tiers never showed")
+        run_operation(page, "memoryos_force_update")
+        wait(page, lambda p: css(p, "#tier-long .profile").text == PROFILE, "the promotion never showed")
+
+    with AgentStage(tmp_path / "agent") as agent, firefox_page() as page:
+        agent.queue_turn("Ann plays the cello.", "Noted, Ann.")
+        page.get(f"{agent.url}/?user={USER}")
+        chat(page, "I play the cello", "Noted, Ann.")
+        wait(page, lambda p: len(all_css(p, "#steps li.step")) == 2, "the agent's steps never showed")
+        assert "warning at 70%" in css(page, "#context-gauge .gauge-text").text
+        wait(page, lambda p: all_css(p, '#tier-core .block[data-name="human"]'), "no core memory blocks")

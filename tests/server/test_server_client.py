@@ -317,3 +317,19 @@ def test_async_client_main_verbs(serve: ServeFactory, fake_openai: FakeOpenAISer
             assert await client.delete_all("ann") >= 1
 
     asyncio.run(run())
+
+
+def test_tiers_and_blocks_through_the_client(serve: ServeFactory) -> None:
+    """The policy views' verbs: tiers answer under any policy (empty outside MemoryOS); blocks need
+    an agent, and a server without one says so (the agent's own are tested in tests/playground)."""
+    with MemoryScopeClient(serve().url) as client:
+        client.add("ann keeps bees", "ann", infer=False)
+        tiers = client.tiers("ann")
+        assert tiers["policy"] == "memoryscope" and tiers["short_term"] == [] and tiers["heat_threshold"] is None
+        assert raised(client.tiers, "nobody").status == 404
+        error = raised(client.blocks, "ann")
+        assert (error.status, error.code) == (422, "no_agent") and "no core memory blocks" in error.message
+        error = raised(client.set_block, "human", "Ann keeps bees.", "ann")
+        assert (error.status, error.code) == (422, "no_agent")
+        error = raised(client.set_block, "a/b", "x", "ann")
+        assert error.code == "slash_in_id"  # refused, not misrouted

@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -32,7 +33,8 @@ def test_the_page_and_its_files_come_from_the_package_with_a_strict_policy(serve
     assert "default-src 'none'" in policy and "script-src 'self'" in policy and "connect-src 'self'" in policy
     assert page.headers["x-content-type-options"] == "nosniff"
     loaded = re.findall(r'(?:src|href)="([^"]+)"', page.text)
-    assert sorted(loaded) == ["#chat-input", "/playground/playground.css", "/playground/playground.js", "data:,"]
+    scripts = ["/playground/playground-memories.js", "/playground/playground-views.js", "/playground/playground.js"]
+    assert sorted(loaded) == sorted(["#chat-input", "/playground/playground.css", *scripts, "data:,"])
     for name, media_type in ASSETS.items():
         asset = requests.get(f"{live.url}/playground/{name}", timeout=30)
         assert asset.status_code == 200 and asset.headers["content-type"] == media_type and asset.content
@@ -125,3 +127,27 @@ def test_an_expired_memory_names_its_replacement(make_scope: Any, serve: Any) ->
     listed = requests.get(f"{live.url}/v1/users/ann/memories", params={"include_expired": "true"}, timeout=30).json()
     links = {record["memory"]: record["superseded_by"] for record in listed["memories"]}
     assert links == {"lives in Hangzhou": None, "lives in Beijing": newer.memory_id}
+
+
+def test_the_viewer_reads_a_page_at_a_time_and_in_a_time_range(make_scope: Any, serve: Any) -> None:
+    """The list the viewer pages through: `offset` after `limit`, `since` and `until` on when each was said."""
+    scope = make_scope(llm=False)
+    assert scope.store is not None
+    days = [datetime(2024, 5, day, 12, tzinfo=timezone.utc) for day in range(1, 8)]
+    nodes = [MemoryNode(user_name="ann", content=f"day {n}", memory_type=MemoryType.OBS_CUSTOMIZED, created_at=when,
+                        updated_at=when, message_time=when) for n, when in enumerate(days, start=1)]  # fmt: skip
+    scope.store.upsert(nodes)
+    live = serve(scope)
+
+    def listed(**params: Any) -> list[str]:
+        answer = requests.get(f"{live.url}/v1/users/ann/memories", params=params, timeout=30)
+        assert answer.status_code == 200, answer.text
+        return [record["memory"] for record in answer.json()["memories"]]
+
+    assert listed(limit=3) == ["day 7", "day 6", "day 5"]
+    assert listed(limit=3, offset=3) == ["day 4", "day 3", "day 2"]
+    assert listed(limit=3, offset=6) == ["day 1"] and listed(offset=7) == []
+    assert listed(since="2024-05-03T00:00:00+00:00", until="2024-05-05T00:00:00+00:00") == ["day 4", "day 3"]
+    refused = requests.get(f"{live.url}/v1/users/ann/memories", params={"offset": -1}, timeout=30)
+    assert refused.status_code == 422 and "offset" in refused.text
+    assert requests.get(f"{live.url}/v1/operations", timeout=30).json()["policy"] == "memoryscope"

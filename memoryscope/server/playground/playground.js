@@ -3,16 +3,17 @@
 "use strict";
 
 const POLL_MS = 2000;          // how often the memory viewer asks for changes while the tab is shown
-const LIST_LIMIT = 500;        // the newest memories the viewer lists
+const CHAT_KEPT = 200;         // the newest messages of a user's chat kept in this browser
 let GROUPS = [                 // memory types in the viewer's order, replaced by the server's registry at start
   ["insight", "Insight memory"],
   ["obs_customized", "Added memory"],
   ["observation", "Observation memory"],
   ["conversation", "Conversation memory"],
 ];
-const ALWAYS_SHOWN = new Set(["insight", "observation", "conversation"]);  // even when empty
-const FRESH_MS = 4000;         // how long a memory that just appeared stays highlighted
-const OPERATION_LABELS = { consolidate_memory: "Consolidate", reflect_and_reconsolidate: "Reflect" };
+const OPERATION_LABELS = {
+  consolidate_memory: "Consolidate", reflect_and_reconsolidate: "Reflect",
+  memoryos_update: "Update tiers", memoryos_force_update: "Promote the hottest now",
+};
 
 const $ = (id) => document.getElementById(id);
 const state = {
@@ -23,6 +24,8 @@ const state = {
   knownIds: null,              // ids seen before: new ones are highlighted
   polling: false,
   busy: false,
+  unknownUser: false,          // the server knows no memory of the user: not asked again until something changes
+  policy: "memoryscope",       // the memory policy the server keeps (GET /v1/operations)
 };
 
 class ApiError extends Error {
@@ -112,16 +115,19 @@ async function sendMessage(text) {
   let firstToken = null;
   let content = "";
   let extension = null;
+  let usage = null;
   try {
     const response = await fetch("/v1/chat/completions", {
       method: "POST",
       headers: headers(true),
-      body: JSON.stringify({ model: state.modelId, user: state.user, stream: true, messages }),
+      body: JSON.stringify({ model: state.modelId, user: state.user, stream: true, stream_options: { include_usage: true }, messages }),
     });
     if (!response.ok) await readJson(response);  // throws the server's error
+    state.unknownUser = false;  // the message is stored: the user exists now
     for await (const event of serverEvents(response)) {
       if (event.error) throw new ApiError(event.error.status || 500, event.error.code, event.error.message);
       if (event.memoryscope) extension = event.memoryscope;
+      if (event.usage) usage = event.usage;
       const delta = (event.choices && event.choices[0] && event.choices[0].delta) || {};
       if (delta.content) {
         if (firstToken === null) firstToken = performance.now() - started;
@@ -131,6 +137,7 @@ async function sendMessage(text) {
       }
     }
     state.history = messages.concat([{ role: "assistant", content }]);
+    keepChat();
     showLastReply(extension, { "first token (browser)": firstToken, "whole reply (browser)": performance.now() - started });
   } catch (error) {
     reply.parentElement.classList.add("error");
@@ -138,7 +145,40 @@ async function sendMessage(text) {
   } finally {
     reply.parentElement.removeAttribute("aria-busy");
   }
-  refreshMemories();
+  refreshMemories(true);
+  refreshStatus();
+  if (window.afterTurn) window.afterTurn(extension, usage);
+}
+
+// The chat of each user is kept in this browser (localStorage), the newest CHAT_KEPT messages.
+function chatKey(user) {
+  return "memoryscope.chat." + user;
+}
+
+function keepChat() {
+  try {
+    localStorage.setItem(chatKey(state.user), JSON.stringify(state.history.slice(-CHAT_KEPT)));
+  } catch (_) {
+    // a full or disabled storage: the chat is simply not kept
+  }
+}
+
+function restoreChat() {
+  let kept = [];
+  try {
+    kept = JSON.parse(localStorage.getItem(chatKey(state.user)) || "[]");
+  } catch (_) {
+    kept = [];
+  }
+  state.history = Array.isArray(kept) ? kept.filter((m) => m && typeof m.content === "string" && (m.role === "user" || m.role === "assistant")) : [];
+  for (const message of state.history) addBubble(message.role, message.content);
+}
+
+function forgetChat() {
+  localStorage.removeItem(chatKey(state.user));
+  state.history = [];
+  $("messages").replaceChildren();
+  $("chat-input").focus();
 }
 
 async function* serverEvents(response) {
@@ -190,110 +230,7 @@ function showLastReply(extension, browserTimings) {
   }
 }
 
-// ---- memory viewer ----------------------------------------------------------------------
-
-async function refreshMemories() {
-  if (!state.user) return;
-  const user = state.user;
-  let memories;
-  try {
-    const found = await api("GET", userPath("/memories?include_expired=true&limit=" + LIST_LIMIT));
-    memories = found.memories;
-  } catch (error) {
-    if (error instanceof ApiError && error.code === "unknown_user") memories = [];
-    else return notify("Could not list memories: " + explain(error), true);
-  }
-  if (user !== state.user) return;  // switched meanwhile
-  const json = JSON.stringify(memories) + $("show-expired").checked;
-  if (json === state.shownJson) return;
-  state.shownJson = json;
-  drawMemories(memories);
-}
-
-function drawMemories(memories) {
-  const focusedId = document.activeElement && document.activeElement.closest && document.activeElement.closest(".memory");
-  const refocus = focusedId ? focusedId.id : null;
-  const showExpired = $("show-expired").checked;
-  const byId = new Map(memories.map((memory) => [memory.id, memory]));
-  const fresh = state.knownIds === null ? new Set() : new Set(memories.filter((m) => !state.knownIds.has(m.id)).map((m) => m.id));
-  state.knownIds = new Set(byId.keys());
-  const container = $("memory-groups");
-  container.replaceChildren();
-  const known = new Set(GROUPS.map(([type]) => type));
-  const groups = GROUPS.concat([...new Set(memories.map((m) => m.memory_type))].filter((t) => !known.has(t)).map((t) => [t, t]));
-  for (const [type, title] of groups) {
-    const members = memories.filter((memory) => memory.memory_type === type && (showExpired || memory.status !== "expired"));
-    if (!members.length && !ALWAYS_SHOWN.has(type)) continue;
-    const section = document.createElement("section");
-    section.className = "memory-group";
-    section.dataset.type = type;
-    const heading = document.createElement("h3");
-    heading.textContent = title + " ";
-    const count = document.createElement("span");
-    count.className = "count";
-    count.textContent = "(" + members.length + ")";
-    heading.append(count);
-    section.append(heading);
-    if (!members.length) {
-      const empty = document.createElement("p");
-      empty.className = "empty";
-      empty.textContent = "none yet";
-      section.append(empty);
-    } else {
-      const list = document.createElement("ul");
-      list.className = "memory-list";
-      for (const memory of members) list.append(memoryItem(memory, byId, fresh.has(memory.id)));
-      section.append(list);
-    }
-    container.append(section);
-  }
-  if (refocus && $(refocus)) $(refocus).querySelector("button").focus();
-  if (fresh.size) setTimeout(() => document.querySelectorAll(".memory.fresh").forEach((item) => item.classList.remove("fresh")), FRESH_MS);
-}
-
-function memoryItem(memory, byId, isFresh) {
-  const item = $("memory-template").content.firstElementChild.cloneNode(true);
-  item.id = "memory-" + memory.id;
-  item.dataset.id = memory.id;
-  item.dataset.status = memory.status;
-  item.classList.toggle("expired", memory.status === "expired");
-  item.classList.toggle("fresh", isFresh);
-  item.querySelector(".memory-text").textContent = memory.memory;
-  const meta = item.querySelector(".memory-meta");
-  const status = document.createElement("span");
-  status.className = "status";
-  status.textContent = memory.status;
-  const parts = memory.memory_type === "conversation"
-    ? [(memory.role || "said") + " " + shortTime(memory.message_time || memory.time)]
-    : ["learnt " + shortTime(memory.created_at)];
-  if (memory.event_time) parts.push("happened " + shortTime(memory.event_time));
-  if (shortTime(memory.updated_at) !== shortTime(memory.created_at)) parts.push("updated " + shortTime(memory.updated_at));
-  meta.append(parts.join(" · ") + " ", status);
-  const link = item.querySelector(".memory-link");
-  if (memory.superseded_by) {
-    const newer = byId.get(memory.superseded_by);
-    const anchor = document.createElement("a");
-    anchor.href = "#memory-" + memory.superseded_by;
-    anchor.textContent = newer ? newer.memory : memory.superseded_by;
-    link.append("replaced by ", anchor);
-  } else {
-    link.remove();
-  }
-  const remove = item.querySelector(".delete-one");
-  remove.setAttribute("aria-label", "Delete memory: " + memory.memory);
-  remove.addEventListener("click", () => deleteMemory(memory));
-  return item;
-}
-
-async function deleteMemory(memory) {
-  try {
-    await api("DELETE", "/v1/memories/" + encodeURIComponent(memory.id));
-    setOperationStatus("Deleted: " + memory.memory);
-  } catch (error) {
-    setOperationStatus("Could not delete: " + explain(error), true);
-  }
-  refreshMemories();
-}
+// ---- operations and status ------------------------------------------------------------
 
 async function deleteAll() {
   if (!window.confirm("Delete every memory of " + state.user + "?")) return;
@@ -303,7 +240,8 @@ async function deleteAll() {
   } catch (error) {
     setOperationStatus("Could not delete: " + explain(error), true);
   }
-  refreshMemories();
+  state.shownJson = "";
+  refreshMemories(true);
 }
 
 function setOperationStatus(text, isError) {
@@ -327,15 +265,21 @@ async function runOperation(name, button) {
     buttons.forEach((b) => (b.disabled = false));
     button.focus();
   }
-  refreshMemories();
+  state.unknownUser = false;
+  state.shownJson = "";
+  refreshMemories(true);
 }
 
 async function loadOperations() {
   const holder = $("operation-buttons");
   try {
     const found = await api("GET", "/v1/operations");
+    state.policy = found.policy || "memoryscope";
+    document.body.dataset.policy = state.policy;
     holder.replaceChildren();
-    for (const operation of found.operations.filter((op) => op.backend)) {
+    // under MemoryOS its own operations only: MemoryScope's consolidation does not feed its tiers
+    const shown = found.operations.filter((op) => op.backend && (state.policy !== "memoryos" || op.name.startsWith("memoryos_")));
+    for (const operation of shown) {
       const button = document.createElement("button");
       button.type = "button";
       button.dataset.operation = operation.name;
@@ -350,7 +294,7 @@ async function loadOperations() {
 }
 
 async function refreshStatus() {
-  if (!state.user) return;
+  if (!state.user || state.unknownUser) return;
   const line = $("scheduler-status");
   try {
     const status = await api("GET", userPath("/status"));
@@ -358,6 +302,7 @@ async function refreshStatus() {
     const pending = status.pending_messages;
     const waiting = pending && pending.pending ? [pending.pending + " messages wait for consolidation"] : [];
     line.textContent = running.concat(waiting).join(" · ") || (status.scheduler.enabled ? "Background memory work is idle." : "");
+    if (window.noteStatus) window.noteStatus(status);
   } catch (_) {
     line.textContent = "";
   }
@@ -386,15 +331,17 @@ async function poll() {
 
 function switchUser(name) {
   state.user = name.trim();
-  state.history = [];
   state.shownJson = "";
   state.knownIds = null;
+  state.unknownUser = false;
+  resetViewer();
   localStorage.setItem("memoryscope.user", state.user);
   $("user-name").value = state.user;
   $("memories-user").textContent = state.user;
   $("messages").replaceChildren();
+  restoreChat();
   notify("Chatting as " + state.user + ".");
-  refreshMemories();
+  refreshMemories(true);
   refreshStatus();
 }
 
@@ -405,6 +352,7 @@ async function start() {
     sessionStorage.setItem("memoryscope.key", $("api-key").value.trim());
     loadOperations();
     state.shownJson = "";
+    state.unknownUser = false;
     poll();
   });
   $("user-form").addEventListener("submit", (event) => {
@@ -434,9 +382,10 @@ async function start() {
       $("chat-form").requestSubmit();
     }
   });
-  $("refresh").addEventListener("click", () => { state.shownJson = ""; poll(); });
+  $("refresh").addEventListener("click", () => { state.shownJson = ""; state.unknownUser = false; poll(); });
   $("delete-all").addEventListener("click", deleteAll);
-  $("show-expired").addEventListener("change", () => { state.shownJson = ""; refreshMemories(); });
+  $("forget-chat").addEventListener("click", forgetChat);
+  startViewer();
   $("config-details").addEventListener("toggle", () => { if ($("config-details").open) loadConfig(); });
   document.addEventListener("visibilitychange", poll);
   switchUser(asked || localStorage.getItem("memoryscope.user") || "user");
@@ -448,6 +397,7 @@ async function start() {
   }
   await loadMemoryTypes();
   await loadOperations();
+  if (window.startPolicyView) await window.startPolicyView();
   setInterval(poll, POLL_MS);
 }
 
@@ -466,6 +416,7 @@ async function loadMemoryTypes() {
   } catch (error) {
     notify(explain(error), true);
   }
+  drawTypeFilter();
 }
 
 document.addEventListener("DOMContentLoaded", start);
