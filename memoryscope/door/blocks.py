@@ -86,4 +86,6 @@ class BlockVerbs(DoorBase):
                 "with an agent_memory_chat)",
                 code="no_agent",
             )
+        if caller.target is None:
+            raise InvalidInputError(f"{verb}: name the agent (target) whose blocks these are", code="invalid_target")
         return self.core_memory_of(caller.user_id, caller.target)
