@@ -26,8 +26,8 @@ import gc
 import itertools
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, aclosing, asynccontextmanager
 from typing import Any
 
 from memoryscope.errors import ModelError, shorten
@@ -173,27 +173,34 @@ class LlamaIndexGeneration(GenerationModel):
         started = time.perf_counter()
         tally = _StreamTally()
         try:
-            async with self._open_async_llm() as llm:
-
-                async def open_stream() -> tuple[Any, Any]:
-                    stream = await llm.astream_chat(prompt, **kwargs)
-                    return stream, _first_chunk(await anext(stream, None))
-
-                stream, response = await self._caller.acall(lambda: self._aattempt(open_stream))
-                try:
-                    while response is not None:
-                        piece = tally.add(response)
-                        if piece:
-                            yield piece
-                        response = await self._anext_or_raise(stream)
-                finally:
-                    await stream.aclose()  # releases the HTTP response when the caller stopped early
+            async with aclosing(self._responses(prompt, kwargs)) as responses:
+                async for response in responses:
+                    piece = tally.add(response)
+                    if piece:
+                        yield piece
             tally.failed = False
         except GeneratorExit:
             tally.failed = False
             raise
         finally:
             tally.record(self.usage, messages, time.perf_counter() - started)
+
+    async def _responses(self, prompt: list[Any], kwargs: Mapping[str, Any]) -> AsyncGenerator[Any, None]:
+        """A streamed call's responses, the stream opened with retries (up to its first chunk)
+        and closed however the caller stops (use it in `aclosing`)."""
+        async with self._open_async_llm() as llm:
+
+            async def open_stream() -> tuple[Any, Any]:
+                stream = await llm.astream_chat(prompt, **kwargs)
+                return stream, _first_chunk(await anext(stream, None))
+
+            stream, response = await self._caller.acall(lambda: self._aattempt(open_stream))
+            try:
+                while response is not None:
+                    yield response
+                    response = await self._anext_or_raise(stream)
+            finally:
+                await stream.aclose()  # releases the HTTP response when the caller stopped early
 
     # -- function calling ------------------------------------------------------------------
 
@@ -230,21 +237,11 @@ class LlamaIndexGeneration(GenerationModel):
         tally = _StreamTally()
         calls = _CallPieces(self._call_numbers)
         try:
-            async with self._open_async_llm() as llm:
-
-                async def open_stream() -> tuple[Any, Any]:
-                    stream = await llm.astream_chat(prompt, **kwargs)
-                    return stream, _first_chunk(await anext(stream, None))
-
-                stream, response = await self._caller.acall(lambda: self._aattempt(open_stream))
-                try:
-                    while response is not None:
-                        piece = ToolReplyPiece(tally.add(response), calls.new_in(response))
-                        if piece.content or piece.tool_calls:
-                            yield piece
-                        response = await self._anext_or_raise(stream)
-                finally:
-                    await stream.aclose()  # releases the HTTP response when the caller stopped early
+            async with aclosing(self._responses(prompt, kwargs)) as responses:
+                async for response in responses:
+                    piece = ToolReplyPiece(tally.add(response), calls.new_in(response))
+                    if piece.content or piece.tool_calls:
+                        yield piece
             tally.failed = False
         except GeneratorExit:
             tally.failed = False
