@@ -32,7 +32,7 @@ from pydantic import Field, model_validator
 
 from memoryscope.memory import parts_of, searchable_fields
 from memoryscope.models.base import RANK_BACKENDS, ModelParams, RankModel
-from memoryscope.text import keyword_terms
+from memoryscope.text import keyword_terms, rank_terms_parts
 
 if TYPE_CHECKING:
     from memoryscope.memory import MemoryNode
@@ -96,7 +96,16 @@ class FusionRank(RankModel):
 
     def _keyword_scores(self, query: str, memories: Sequence[MemoryNode]) -> np.ndarray:
         around_weight = self.params.around_weight
-        return _bm25(query, [_document_of(searchable_fields(memory), around_weight) for memory in memories])
+        # terms the store parsed when the memory was written, else parsed here (kept: see below)
+        return _bm25(
+            query,
+            [
+                _document_of(searchable_fields(memory), around_weight)
+                if (terms := memory.rank_terms) is None
+                else _document_of_terms(terms, around_weight)
+                for memory in memories
+            ],
+        )
 
     def _recency(self, memories: Sequence[MemoryNode], now: datetime) -> np.ndarray:
         """`0.5 ** (age / half_life)`, the day conversion folded into the scale; age 0 and the
@@ -127,15 +136,29 @@ def _document_of(fields: tuple[object, ...], around_weight: float) -> tuple[dict
     return _document(*parts_of(fields), around_weight)
 
 
+@lru_cache(maxsize=_DOCUMENTS_KEPT)
+def _document_of_terms(terms: str, around_weight: float) -> tuple[dict[str, float], float]:
+    """`_document` of a memory's stored `rank_terms` (no parsing: ~10x cheaper than `_document`,
+    and the same numbers). Cached too: a store hands back the same string object for a memory it
+    keeps decoded, whose hash Python keeps."""
+    own, around = rank_terms_parts(terms)
+    return _counted(own, around, around_weight)
+
+
 def _document(own: str, around: str, around_weight: float) -> tuple[dict[str, float], float]:
     """The keyword terms of a memory's `own` and `around` text, counted (a word around it
     counting `around_weight`), and their total: the document's length. Cached since the same
     memories come back query after query. Callers only read the result."""
+    return _counted(keyword_terms(own), keyword_terms(around) if around else [], around_weight)
+
+
+def _counted(own: list[str], around: list[str], around_weight: float) -> tuple[dict[str, float], float]:
+    """`_document` of term lists already parsed."""
     counts: dict[str, float] = {}
-    for term in keyword_terms(own):  # a plain loop: about twice as fast as Counter for ~15 words
+    for term in own:  # a plain loop: about twice as fast as Counter for ~15 words
         counts[term] = counts.get(term, 0.0) + 1.0
     if around:
-        for term, count in Counter(keyword_terms(around)).items():
+        for term, count in Counter(around).items():
             counts[term] = counts.get(term, 0.0) + around_weight * count
     return counts, sum(counts.values())
 
