@@ -386,7 +386,8 @@ def _word_problems(connection: sqlite3.Connection) -> list[str]:
 def migrate_schema(connection: sqlite3.Connection, version: str) -> None:
     """Bring a file of an older schema `version` to `SCHEMA_VERSION`, inside the caller's write
     transaction (the tables of SCHEMA_SCRIPT already created). Every memory is kept."""
-    if version in ("1", "2", "3"):
+    columns = {row[1] for row in connection.execute("PRAGMA table_info(memories)")}
+    if "rank_terms" not in columns:
         # NULL in every row: the keyword re-index this open starts fills it (KEYWORD_INDEX_VERSION)
         connection.execute("ALTER TABLE memories ADD COLUMN rank_terms TEXT")
     if version == "1":
