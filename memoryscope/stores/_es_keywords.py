@@ -66,7 +66,8 @@ def upgrade_mapping_body(*, embedding_model: str, dimension: int, meta: dict[str
     """`PUT /<index>/_mapping` for an older index: add the `missing` fields (of `keywords`,
     `meta_index`, `rank_terms`; adding a field is allowed, nothing else changes) and record the
     current schema version, the recorded model kept and `keywords` and `meta_index` still marked
-    filled if they are not missing and `meta` (the index's `_meta`) says so. The documents written before lack the new fields until `fill_keywords` writes them."""
+    filled if they are not missing and `meta` (the index's `_meta`) says so. The documents
+    written before lack the new fields until `fill_keywords` writes them."""
     upgraded = queries.index_meta(
         embedding_model=embedding_model,
         dimension=dimension,

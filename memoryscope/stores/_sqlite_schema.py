@@ -24,7 +24,8 @@ A row holding a value of the wrong kind (from another program) is left out of re
 Schema versions: 1 had `memory_words` rowid = `row_id`; 2 adds the per-user rowid ranges; 3 adds
 `memory_meta`; 4 adds `memories.rank_terms` (each memory's ranker terms, parsed once when written:
 `memoryscope.text.rank_terms`; filled for older rows by the keyword re-index on open) and fires
-`memories_updated` only when a node's own columns change. `_sqlite_connections.migrate_schema` brings an older file up to date when it is opened.
+`memories_updated` only when a node's own columns change. `_sqlite_connections.migrate_schema`
+brings an older file up to date when it is opened.
 """
 
 from __future__ import annotations

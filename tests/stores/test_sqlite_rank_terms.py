@@ -116,7 +116,8 @@ def test_a_schema_3_file_gets_the_terms_of_every_memory_on_open(tmp_path: Path, 
         changes_before = raw.execute("SELECT count(*) FROM memory_changes").fetchone()
     raw.close()
     with SqliteMemoryStore(path=path, embedding_model=embedding_model) as second:
-        assert [(hit.memory_id, hit.score) for hit in second.search(MemoryFilter("ann"), query="barn kyoto", vector=vector)] == before
+        hits = second.search(MemoryFilter("ann"), query="barn kyoto", vector=vector)
+        assert [(hit.memory_id, hit.score) for hit in hits] == before
         assert [node.rank_terms for node in second.get(["m1"])] == [rank_terms(nodes[0])]
     assert _stored_terms(path) == {node.memory_id: rank_terms(node) for node in nodes}
     with sqlite3.connect(path) as raw:
