@@ -9,7 +9,9 @@ by the weights in `Params` (a weighted mean, so only the weights' ratios matter)
   and Chinese) against what keyword search indexes of each memory (`searchable_parts`: content
   and key, and around a chat message its speaker, context and reply, whose words count
   `around_weight`), with document frequencies from the candidates themselves, so words shared
-  by every candidate weigh little;
+  by every candidate weigh little. A memory's terms are those its store kept when it was
+  written (`MemoryNode.rank_terms`, `memoryscope.text.rank_terms`), parsed here only for a
+  memory without them: the same numbers either way;
 - recency: `0.5 ** (age_days / recency_half_life_days)`, the age measured from when the memory
   was said (`message_time`, else `created_at`) to `query_time` (else now). Future times count
   as age 0.
