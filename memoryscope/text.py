@@ -23,7 +23,7 @@ import unicodedata
 from functools import lru_cache
 from typing import Any
 
-from memoryscope.memory import MemoryNode, searchable_text
+from memoryscope.memory import MemoryNode, searchable_parts, searchable_text
 
 __all__ = [
     "clean_model_text",
@@ -34,6 +34,8 @@ __all__ = [
     "keyword_terms",
     "keyword_query",
     "keyword_text",
+    "rank_terms",
+    "rank_terms_parts",
     "index_terms",
     "stem",
     "KEYWORD_TEXT_VERSION",
@@ -250,6 +252,22 @@ def keyword_text(node: MemoryNode) -> str:
     so a whitespace tokenizer (SQLite FTS5's unicode61, Elasticsearch's `whitespace` analyzer)
     keeps jieba's words and the stems as they are."""
     return " ".join(index_terms(searchable_text(node)))
+
+
+def rank_terms(node: MemoryNode) -> str:
+    """What a ranker counts of `node`, parsed once when it is written: the `keyword_terms` of its
+    own words, a newline, those of the words around it (`searchable_parts`), each list joined by
+    single spaces (a term holds no whitespace: `tokenize` makes words of letters, digits and CJK).
+    Stores keep it beside the memory and hand it back on `MemoryNode.rank_terms`; it follows
+    `KEYWORD_TEXT_VERSION`, so a store re-indexing its keywords makes it again."""
+    own, around = searchable_parts(node)
+    return " ".join(keyword_terms(own)) + "\n" + (" ".join(keyword_terms(around)) if around else "")
+
+
+def rank_terms_parts(terms: str) -> tuple[list[str], list[str]]:
+    """`(own, around)` term lists of a `rank_terms` text, as `keyword_terms` gave them."""
+    own, _, around = terms.partition("\n")
+    return own.split(), around.split()
 
 
 def keyword_query(text: str) -> str:

@@ -1,20 +1,21 @@
-"""The derived fields of `elasticsearch_memory_store`, `keywords` and `meta_index`: bringing older
-indices up to them, and filling them.
+"""The derived fields of `elasticsearch_memory_store`, `keywords`, `meta_index` and `rank_terms`:
+bringing older indices up to them, and filling them.
 
 Keyword search reads only `keywords`, metadata filters only `meta_index` (see `_es_queries`,
 `_es_metadata`). Every write path sends both (`upsert`, `update`, the re-embed copy, and so
 migrate and import, which upsert), so what matters here is what was written before a field existed:
 
-- `upgrade_index`, when the store opens an index: an index of schema version 1 or 2 gets the
+- `upgrade_index`, when the store opens an index: an index of schema version 1, 2 or 3 gets the
   fields it lacks with the update-mapping API (adding a field to a mapping is allowed; no
-  document is touched) and `_meta.schema_version` 3. While `_meta.keyword_text_version` is not
+  document is touched) and `_meta.schema_version` 4. A document without `rank_terms` is ranked
+  as before (the ranker parses it), so that needs no warning. While `_meta.keyword_text_version` is not
   the current one, some documents may lack `keywords`, or hold an older `keyword_text`; keyword
   search cannot find them, and one warning says so and names the command that fixes it. While
   `_meta.metadata_index_version` is not the current one, some may lack their `meta_index`
   objects: a warning says so, and reads with metadata conditions are refused
   (`_es_metadata.require_filled`) instead of silently missing them.
 - `fill_keywords` (run by `memoryscope reembed` when the model is unchanged): walk every
-  document by `memory_id` and set `keywords` and `meta_index` where they differ from what the
+  document by `memory_id` and set `keywords`, `meta_index` and `rank_terms` where they differ from what the
   document's node makes, in place with partial `update`s guarded by the sequence number read (a
   memory written meanwhile keeps what its writer wrote), then record both versions in `_meta`.
   Nothing is embedded again.
@@ -37,7 +38,8 @@ from memoryscope.stores._es_metadata import (
     meta_index_entries,
     metadata_filled,
 )
-from memoryscope.text import KEYWORD_TEXT_VERSION, keyword_text
+from memoryscope.stores.metadata import METADATA_INDEX_VERSION
+from memoryscope.text import KEYWORD_TEXT_VERSION, keyword_text, rank_terms
 
 if TYPE_CHECKING:
     from memoryscope.stores._es_index import EsIndex
@@ -56,22 +58,29 @@ logger = logging.getLogger("memoryscope.stores.elasticsearch")
 
 # a memory deleted, or written again, between the read and the update: nothing left to fill
 _SKIPPED = ("version_conflict_engine_exception", "document_missing_exception")
-_DERIVED = (queries.KEYWORDS_FIELD, META_INDEX_FIELD)
-_FILLED_WHAT = f"{queries.KEYWORDS_FIELD!r} field and {META_INDEX_FIELD!r} objects"
+_DERIVED = (queries.KEYWORDS_FIELD, META_INDEX_FIELD, queries.RANK_TERMS_FIELD)
+_FILLED_WHAT = f"{queries.KEYWORDS_FIELD!r} and {queries.RANK_TERMS_FIELD!r} fields and {META_INDEX_FIELD!r} objects"
 
 
 def upgrade_mapping_body(*, embedding_model: str, dimension: int, meta: dict[str, Any], missing: Sequence[str]) -> dict[str, Any]:
     """`PUT /<index>/_mapping` for an older index: add the `missing` fields (of `keywords`,
-    `meta_index`; adding a field is allowed, nothing else changes) and record schema version 3,
-    the recorded model kept and `keywords` still marked filled if `meta` (the index's `_meta`)
-    says so. The documents written before lack the new fields until `fill_keywords` writes them."""
+    `meta_index`, `rank_terms`; adding a field is allowed, nothing else changes) and record the
+    current schema version, the recorded model kept and `keywords` and `meta_index` still marked
+    filled if they are not missing and `meta` (the index's `_meta`) says so. The documents
+    written before lack the new fields until `fill_keywords` writes them."""
     upgraded = queries.index_meta(
         embedding_model=embedding_model,
         dimension=dimension,
         keywords_filled=queries.KEYWORDS_FIELD not in missing and meta.get("keyword_text_version") == KEYWORD_TEXT_VERSION,
-        metadata_filled=False,
+        # a field already there stays marked filled (a schema 3 index keeps its `meta_index`)
+        metadata_filled=META_INDEX_FIELD not in missing and meta.get("metadata_index_version") == METADATA_INDEX_VERSION,
+        rank_terms_filled=False,
     )
-    fields = {queries.KEYWORDS_FIELD: dict(queries.KEYWORDS_MAPPING), META_INDEX_FIELD: copy.deepcopy(META_INDEX_MAPPING)}
+    fields = {
+        queries.KEYWORDS_FIELD: dict(queries.KEYWORDS_MAPPING),
+        META_INDEX_FIELD: copy.deepcopy(META_INDEX_MAPPING),
+        queries.RANK_TERMS_FIELD: dict(queries.RANK_TERMS_MAPPING),
+    }
     return {"properties": {name: fields[name] for name in missing}, "_meta": upgraded}
 
 
@@ -114,6 +123,8 @@ def upgrade_index(index: EsIndex, mappings: dict[str, Any], *, warn: bool = True
             stale[queries.KEYWORDS_FIELD].append(concrete)
         if not metadata_filled(mapping):
             stale[META_INDEX_FIELD].append(concrete)
+        if meta.get("rank_terms_version") != KEYWORD_TEXT_VERSION:  # no warning: such memories rank as before, parsed
+            stale[queries.RANK_TERMS_FIELD].append(concrete)
     if warn and stale[queries.KEYWORDS_FIELD]:
         logger.warning("%s", index.where(
             f"memories written to {', '.join(map(repr, stale[queries.KEYWORDS_FIELD]))} by an older MemoryScope are not "
@@ -175,7 +186,9 @@ def fill_keywords(store: ElasticsearchMemoryStore, index: EsIndex, batch_size: i
         for concrete, entry in sorted(mappings.items()):
             meta = (entry.get("mappings") or {}).get("_meta") or {}
             model, dimension = _recorded(index, concrete, meta)
-            done = queries.index_meta(embedding_model=model, dimension=dimension, keywords_filled=True, metadata_filled=True)
+            done = queries.index_meta(
+                embedding_model=model, dimension=dimension, keywords_filled=True, metadata_filled=True, rank_terms_filled=True
+            )
             index.client.indices.put_mapping(index=concrete, body={"_meta": done})
     index.metadata_filled = True
     progress.note(f"filled the {_FILLED_WHAT} of {filled:,} memories")
@@ -192,6 +205,9 @@ def _outdated_fields(source: dict[str, Any]) -> dict[str, Any]:
     entries = meta_index_entries(node.meta)
     if (source.get(META_INDEX_FIELD) or []) != entries:
         fields[META_INDEX_FIELD] = entries
+    terms = rank_terms(node)
+    if source.get(queries.RANK_TERMS_FIELD) != terms:
+        fields[queries.RANK_TERMS_FIELD] = terms
     return fields
 
 

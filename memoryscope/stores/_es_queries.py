@@ -20,7 +20,13 @@ records that every document has the field as the current `keyword_text` makes it
 
 Metadata filters: `meta_index`, a `nested` field of the values of `meta` (see `_es_metadata`).
 
-Schema versions: 1 had no `keywords` field; 2 adds it; 3 adds `meta_index`. An older index is
+Ranker terms: `rank_terms` holds `memoryscope.text.rank_terms(node)`, parsed once when the memory
+is written, kept in `_source` only (a disabled object: never parsed or indexed) and handed back on
+`MemoryNode.rank_terms`, so the ranker parses no memory per query. `_meta.rank_terms_version`
+records that every document has it as the current `rank_terms` makes it; a document without it
+is ranked as before (the ranker parses it).
+
+Schema versions: 1 had no `keywords` field; 2 adds it; 3 adds `meta_index`; 4 adds `rank_terms`. An older index is
 upgraded when opened (`_es_keywords.upgrade_mapping_body`: the fields are added, nothing is
 lost); its older documents get them from `fill_keywords` (`memoryscope reembed`), or whenever
 they are written again.
@@ -41,7 +47,7 @@ from memoryscope.memory import MemoryNode
 from memoryscope.stores._es_metadata import META_INDEX_FIELD, META_INDEX_MAPPING, meta_index_entries, metadata_clauses
 from memoryscope.stores.base import MemoryFilter, TimeRange
 from memoryscope.stores.metadata import METADATA_INDEX_VERSION
-from memoryscope.text import KEYWORD_TEXT_VERSION, keyword_text
+from memoryscope.text import KEYWORD_TEXT_VERSION, keyword_text, rank_terms
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -49,6 +55,8 @@ __all__ = [
     "VECTOR_FIELD",
     "KEYWORDS_FIELD",
     "KEYWORDS_MAPPING",
+    "RANK_TERMS_FIELD",
+    "RANK_TERMS_MAPPING",
     "SOURCE_SHOWN",
     "MAX_RESULT_WINDOW",
     "MAX_NUM_CANDIDATES",
@@ -74,12 +82,15 @@ __all__ = [
     "drop_empty_vector",
 ]
 
-SCHEMA_VERSION = 3
-UPGRADABLE_SCHEMA_VERSIONS = (1, 2)  # opened indices of these versions are brought up to SCHEMA_VERSION
+SCHEMA_VERSION = 4
+UPGRADABLE_SCHEMA_VERSIONS = (1, 2, 3)  # opened indices of these versions are brought up to SCHEMA_VERSION
 VECTOR_FIELD = "vector"
 KEYWORDS_FIELD = "keywords"
 # pre-tokenised by MemoryScope: split on spaces only, nothing lower-cased or stemmed again
 KEYWORDS_MAPPING = {"type": "text", "analyzer": "whitespace"}
+RANK_TERMS_FIELD = "rank_terms"
+# read back with the memory, never searched: kept in `_source` only (a disabled field takes a string)
+RANK_TERMS_MAPPING = {"type": "object", "enabled": False}
 MAX_RESULT_WINDOW = 10_000  # the index.max_result_window default: `from + size` may not exceed it
 MAX_NUM_CANDIDATES = 10_000  # the knn option's upper bound for num_candidates
 
@@ -110,6 +121,7 @@ def index_body(*, embedding_model: str, dimension: int, analyzer: str) -> dict[s
             "content": {"type": "text", "analyzer": analyzer},
             "value": {"type": "text", "analyzer": analyzer},
             KEYWORDS_FIELD: dict(KEYWORDS_MAPPING),
+            RANK_TERMS_FIELD: dict(RANK_TERMS_MAPPING),
             "reflected": {"type": "boolean"},
             "updated": {"type": "boolean"},
             "access_count": {"type": "integer"},
@@ -127,19 +139,26 @@ def index_body(*, embedding_model: str, dimension: int, analyzer: str) -> dict[s
             },
         }
     )
-    meta = index_meta(embedding_model=embedding_model, dimension=dimension, keywords_filled=True, metadata_filled=True)
+    meta = index_meta(
+        embedding_model=embedding_model, dimension=dimension, keywords_filled=True, metadata_filled=True, rank_terms_filled=True
+    )
     # strict: a document with a field the mapping does not know is rejected, not silently mapped
     return {"mappings": {"dynamic": "strict", "_meta": meta, "properties": properties}}
 
 
-def index_meta(*, embedding_model: str, dimension: int, keywords_filled: bool, metadata_filled: bool) -> dict[str, Any]:
+def index_meta(
+    *, embedding_model: str, dimension: int, keywords_filled: bool, metadata_filled: bool, rank_terms_filled: bool = False
+) -> dict[str, Any]:
     """The index's `_meta`; `keywords_filled`: every document has the current `keywords`;
-    `metadata_filled`: every document has its `meta_index` objects."""
+    `metadata_filled`: every document has its `meta_index` objects; `rank_terms_filled`: every
+    document has the current `rank_terms`."""
     meta: dict[str, Any] = {"embedding_model": embedding_model, "dimension": dimension, "schema_version": SCHEMA_VERSION}
     if keywords_filled:
         meta["keyword_text_version"] = KEYWORD_TEXT_VERSION
     if metadata_filled:
         meta["metadata_index_version"] = METADATA_INDEX_VERSION
+    if rank_terms_filled:
+        meta["rank_terms_version"] = KEYWORD_TEXT_VERSION  # `rank_terms` parses as `keyword_text` does
     return meta
 
 
@@ -294,7 +313,7 @@ def update_body(changed: Mapping[str, Any]) -> dict[str, Any]:
 
 def node_to_document(node: MemoryNode, vector: Sequence[float] | None = None) -> dict[str, Any]:
     """The `_source` of a node: its fields (times as ISO 8601 with zone), its `keywords`
-    (`keyword_text`), plus `vector` when given."""
+    (`keyword_text`) and `rank_terms`, plus `vector` when given."""
     document = node.to_dict()
     document.pop("score", None)  # a search result, not a stored field
     try:
@@ -302,6 +321,7 @@ def node_to_document(node: MemoryNode, vector: Sequence[float] | None = None) ->
     except (TypeError, ValueError) as error:
         raise StoreError(f"memory {node.memory_id!r}: meta must be JSON-serialisable: {error}") from None
     document[KEYWORDS_FIELD] = keyword_text(node)
+    document[RANK_TERMS_FIELD] = rank_terms(node)
     entries = meta_index_entries(node.meta)
     if entries:  # most memories have none: no empty list in every document
         document[META_INDEX_FIELD] = entries
@@ -311,9 +331,11 @@ def node_to_document(node: MemoryNode, vector: Sequence[float] | None = None) ->
 
 
 def document_to_node(source: Mapping[str, Any], score: float | None = None) -> MemoryNode:
-    """The node of a document's `_source`; a StoreError naming the memory and the field when a
-    value is of the wrong kind (another program wrote it), instead of a TypeError later."""
+    """The node of a document's `_source`, carrying its `rank_terms` when the document has them
+    (as text); a StoreError naming the memory and the field when a value is of the wrong kind
+    (another program wrote it), instead of a TypeError later."""
     fields = dict(source)
+    terms = fields.pop(RANK_TERMS_FIELD, None)
     fields.pop(VECTOR_FIELD, None)
     fields.pop(KEYWORDS_FIELD, None)
     fields.pop(META_INDEX_FIELD, None)
@@ -325,6 +347,8 @@ def document_to_node(source: Mapping[str, Any], score: float | None = None) -> M
         wrong, problem = next(((name, str(error)) for name in _CHECKED if _fails(name, fields.get(name))), ("?", str(error)))
     else:
         if wrong is None:
+            if type(terms) is str:  # else (none yet, or not text): the ranker parses the memory
+                object.__setattr__(node, "rank_terms", terms)  # not a field: see `MemoryNode`
             return node
         problem = f"not {_FIELD_KINDS[wrong].__name__}"
     shown = repr(fields.get(wrong))[:80]

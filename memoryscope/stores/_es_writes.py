@@ -213,6 +213,8 @@ def update(
                     changed[queries.KEYWORDS_FIELD] = document[queries.KEYWORDS_FIELD]
                 if (doc["_source"].get(META_INDEX_FIELD) or []) != document.get(META_INDEX_FIELD, []):
                     changed[META_INDEX_FIELD] = document.get(META_INDEX_FIELD, [])
+                if doc["_source"].get(queries.RANK_TERMS_FIELD) != document[queries.RANK_TERMS_FIELD]:
+                    changed[queries.RANK_TERMS_FIELD] = document[queries.RANK_TERMS_FIELD]
                 if queries.VECTOR_FIELD in document and new.content != old.content:
                     changed[queries.VECTOR_FIELD] = document[queries.VECTOR_FIELD]
                 index.client.update(body=queries.update_body(changed), **target)

@@ -386,6 +386,10 @@ def _word_problems(connection: sqlite3.Connection) -> list[str]:
 def migrate_schema(connection: sqlite3.Connection, version: str) -> None:
     """Bring a file of an older schema `version` to `SCHEMA_VERSION`, inside the caller's write
     transaction (the tables of SCHEMA_SCRIPT already created). Every memory is kept."""
+    columns = {row[1] for row in connection.execute("PRAGMA table_info(memories)")}
+    if "rank_terms" not in columns:
+        # NULL in every row: the keyword re-index this open starts fills it (KEYWORD_INDEX_VERSION)
+        connection.execute("ALTER TABLE memories ADD COLUMN rank_terms TEXT")
     if version == "1":
         # the triggers address `memory_words` by the new rowids; the words move there unchanged
         # (same rows, same tokens: keyword ranking is exactly as before)
@@ -405,6 +409,11 @@ def migrate_schema(connection: sqlite3.Connection, version: str) -> None:
     if version == "2":
         # `memory_meta` and its trigger come with SCHEMA_SCRIPT; `update_metadata_index` fills them
         version = "3"
+    if version == "3":
+        # `memories_updated` now fires on a node's own columns only: filling `rank_terms` is no change
+        connection.execute("DROP TRIGGER IF EXISTS memories_updated")
+        _run_script(connection, TRIGGERS_SCRIPT)
+        version = "4"
     if version != SCHEMA_VERSION:
         raise StoreError(f"schema version {version} is unknown; this MemoryScope reads {SCHEMA_VERSION}")
 

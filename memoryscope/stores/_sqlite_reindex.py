@@ -1,6 +1,7 @@
 """Re-indexing the keywords of a file an older MemoryScope wrote, without blocking other writers.
 
-When `KEYWORD_INDEX_VERSION` changes, every memory's words must be made again. Done in one
+When `KEYWORD_INDEX_VERSION` changes, every memory's words (and its ranker terms,
+`memories.rank_terms`) must be made again. Done in one
 transaction, a 1M-memory file held the write lock for ~80 s. Here it goes in chunks of rows (by
 `row_id`), each in its own short write transaction that also saves how far it got
 (`keyword_reindex` in `store_meta`: the target version, the phase and the last id done; after
@@ -37,7 +38,7 @@ from memoryscope.stores._sqlite_schema import (
     scoped_words,
     words_rowid,
 )
-from memoryscope.text import keyword_text
+from memoryscope.text import keyword_text, rank_terms
 
 if TYPE_CHECKING:  # a type only: `_sqlite_connections` calls this module
     from memoryscope.stores._sqlite_connections import SqliteConnections
@@ -140,10 +141,13 @@ def _one_chunk(connection: sqlite3.Connection, chunk_rows: int) -> tuple[int, bo
     rows = connection.execute(_ROWS_AFTER, (state["after"], chunk_rows)).fetchall()
     for row in rows:
         try:
-            words = keyword_text(node_from_row(row[2:]))
+            node = node_from_row(row[2:])
         except DamagedRowError as error:
             logger.warning("%s; its keyword entry is left as it was", error)
             continue
+        words = keyword_text(node)
+        # the ranker's terms follow the keyword words' version (no change-log entry: see the trigger)
+        connection.execute("UPDATE memories SET rank_terms = ? WHERE row_id = ?", (rank_terms(node), row[1]))
         rowid = words_rowid(row[0], row[1])
         connection.execute("DELETE FROM memory_words WHERE rowid = ?", (rowid,))
         connection.execute(

@@ -22,7 +22,10 @@ Tables
 A row holding a value of the wrong kind (from another program) is left out of reads, named (`decoded_nodes`).
 
 Schema versions: 1 had `memory_words` rowid = `row_id`; 2 adds the per-user rowid ranges; 3 adds
-`memory_meta`. `_sqlite_connections.migrate_schema` brings an older file up to date when it is opened.
+`memory_meta`; 4 adds `memories.rank_terms` (each memory's ranker terms, parsed once when written:
+`memoryscope.text.rank_terms`; filled for older rows by the keyword re-index on open) and fires
+`memories_updated` only when a node's own columns change. `_sqlite_connections.migrate_schema`
+brings an older file up to date when it is opened.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from memoryscope.stores._sqlite_metadata import METADATA_SCRIPT, metadata_sql
 from memoryscope.stores._sqlite_state import STATE_TABLE_SCRIPT
 from memoryscope.stores.base import MemoryFilter, TimeRange
 from memoryscope.stores.metadata import checked_conditions
-from memoryscope.text import KEYWORD_TEXT_VERSION
+from memoryscope.text import KEYWORD_TEXT_VERSION, rank_terms
 
 __all__ = [
     "NODE_COLUMNS",
@@ -70,12 +73,13 @@ __all__ = [
 # the change-log position up to which the log was pruned: a matrix or snapshot older than it cannot replay
 PRUNED_THROUGH_SQL = "SELECT CAST(value AS INTEGER) FROM store_meta WHERE key = 'changes_pruned_through'"
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 # How the keyword index is built: `memoryscope.text.keyword_text` (the words every store indexes,
 # versioned by KEYWORD_TEXT_VERSION), each prefixed with the user's slot (`scoped_words`). A file
 # recorded with another version is re-indexed on open. Before: "1" plain tokens of content + key,
-# "2" stemmed plus a message's speaker and context, "3" as now with the same words.
-KEYWORD_INDEX_VERSION = f"{KEYWORD_TEXT_VERSION}+scoped"
+# "2" stemmed plus a message's speaker and context, "3" as now with the same words; "+rank": the
+# re-index also fills `memories.rank_terms`.
+KEYWORD_INDEX_VERSION = f"{KEYWORD_TEXT_VERSION}+scoped+rank"
 # the slot prefix ends in a letter, so `12` + `3abc` (`12x3abc`) never equals `1` + `23abc` (`1x23abc`)
 _SLOT_END = "x"
 
@@ -105,7 +109,8 @@ CREATE TABLE IF NOT EXISTS memories (
     updated INTEGER NOT NULL,
     access_count INTEGER NOT NULL,
     last_accessed_at REAL,
-    meta TEXT NOT NULL
+    meta TEXT NOT NULL,
+    rank_terms TEXT
 );
 CREATE INDEX IF NOT EXISTS memories_scope
     ON memories (user_name, target_name, workspace, memory_type, status, created_at);
@@ -136,6 +141,16 @@ CREATE TABLE IF NOT EXISTS matrix_snapshot_files (
 );
 """
 
+# The node's own columns; `rank_terms` last, derived from them (`memoryscope.text.rank_terms`):
+# NULL in a row an older version wrote until the keyword re-index fills it (the ranker parses
+# such a memory itself meanwhile).
+NODE_COLUMNS: tuple[str, ...] = (
+    *("memory_id", "user_name", "target_name", "workspace", "memory_type", "content", "key", "value", "status"),
+    *("superseded_by", "created_at", "updated_at", "event_time", "message_time", "source_message_ids", "reflected"),
+    *("updated", "access_count", "last_accessed_at", "meta", "rank_terms"),
+)
+_OWN_COLUMNS = ", ".join(f'"{name}"' for name in NODE_COLUMNS[:-1])
+
 # The rowid of a user's `memory_words` row: `slot * ROWID_SPAN + row_id` (`words_rowid`).
 ROWID_SPAN = 1 << 32
 _OLD_WORDS_ROWID = f"(SELECT slot FROM keyword_scopes WHERE user_name = old.user_name) * {ROWID_SPAN} + old.row_id"
@@ -145,7 +160,7 @@ TRIGGERS_SCRIPT = f"""
 CREATE TRIGGER IF NOT EXISTS memories_inserted AFTER INSERT ON memories BEGIN
     INSERT INTO memory_changes (user_name, row_id) VALUES (new.user_name, new.row_id);
 END;
-CREATE TRIGGER IF NOT EXISTS memories_updated AFTER UPDATE ON memories BEGIN
+CREATE TRIGGER IF NOT EXISTS memories_updated AFTER UPDATE OF {_OWN_COLUMNS} ON memories BEGIN
     INSERT INTO memory_changes (user_name, row_id) VALUES (new.user_name, new.row_id);
     INSERT INTO memory_changes (user_name, row_id)
         SELECT old.user_name, old.row_id WHERE old.user_name IS NOT new.user_name;
@@ -161,11 +176,6 @@ END;
 
 SCHEMA_SCRIPT = _TABLES_SCRIPT + TRIGGERS_SCRIPT + METADATA_SCRIPT + STATE_TABLE_SCRIPT
 
-NODE_COLUMNS: tuple[str, ...] = (
-    *("memory_id", "user_name", "target_name", "workspace", "memory_type", "content", "key", "value", "status"),
-    *("superseded_by", "created_at", "updated_at", "event_time", "message_time", "source_message_ids", "reflected"),
-    *("updated", "access_count", "last_accessed_at", "meta"),
-)
 
 TIME_FIELDS = ("event_time", "message_time", "created_at", "updated_at")
 
@@ -183,7 +193,8 @@ def _epoch(moment: datetime | None) -> float | None:
 
 
 def node_to_row(node: MemoryNode) -> tuple[Any, ...]:
-    """The `NODE_COLUMNS` values of `node`: times as UTC epoch seconds, lists and meta as JSON."""
+    """The `NODE_COLUMNS` values of `node`: times as UTC epoch seconds, lists and meta as JSON,
+    and its `rank_terms` parsed now, once."""
     try:
         meta = json.dumps(node.meta, ensure_ascii=False, allow_nan=False)
         source_ids = json.dumps(list(node.source_message_ids), ensure_ascii=False)
@@ -216,6 +227,7 @@ def node_to_row(node: MemoryNode) -> tuple[Any, ...]:
         node.access_count,
         _epoch(node.last_accessed_at),
         meta,
+        rank_terms(node),
     )
 
 
@@ -246,38 +258,41 @@ def _memory_type(name: Any) -> MemoryType:
 def _node_from_row(row: Sequence[Any], score: float | None) -> MemoryNode:
     memory_id, user_name, target_name, workspace, memory_type, content, key, value, status, superseded_by = row[:10]
     created_at, updated_at, event_time, message_time, source_message_ids = row[10:15]
-    reflected, updated, access_count, last_accessed_at, meta = row[15:]
+    reflected, updated, access_count, last_accessed_at, meta, terms = row[15:]
     # what would pass silently below (times, JSON and enums fail loudly on a value of the wrong kind)
     texts_sound = type(memory_id) is type(user_name) is type(target_name) is type(workspace) is type(content) is str
     if not (texts_sound and type(key) is type(value) is type(superseded_by) is str and type(access_count) is int):
         raise TypeError("a value of the wrong kind")
     if not (reflected in (0, 1) and updated in (0, 1) and type(reflected) is type(updated) is int):
         raise TypeError("a value of the wrong kind")
-    return node_of_checked_fields(
-        dict(
-            user_name=user_name,
-            content=content,
-            memory_type=_memory_type(memory_type),
-            target_name=target_name,
-            workspace=workspace,
-            memory_id=memory_id,
-            key=key,
-            value=value,
-            status=_STATUSES[status],
-            superseded_by=superseded_by,
-            created_at=_from_epoch(created_at, timezone.utc),
-            updated_at=_from_epoch(updated_at, timezone.utc),
-            event_time=None if event_time is None else _from_epoch(event_time, timezone.utc),
-            message_time=None if message_time is None else _from_epoch(message_time, timezone.utc),
-            source_message_ids=() if source_message_ids == "[]" else tuple(json.loads(source_message_ids)),
-            reflected=bool(reflected),
-            updated=bool(updated),
-            access_count=access_count,
-            last_accessed_at=None if last_accessed_at is None else _from_epoch(last_accessed_at, timezone.utc),
-            meta={} if meta == "{}" else json.loads(meta, parse_constant=_no_constant),
-            score=score,
-        )
+    fields = dict(
+        user_name=user_name,
+        content=content,
+        memory_type=_memory_type(memory_type),
+        target_name=target_name,
+        workspace=workspace,
+        memory_id=memory_id,
+        key=key,
+        value=value,
+        status=_STATUSES[status],
+        superseded_by=superseded_by,
+        created_at=_from_epoch(created_at, timezone.utc),
+        updated_at=_from_epoch(updated_at, timezone.utc),
+        event_time=None if event_time is None else _from_epoch(event_time, timezone.utc),
+        message_time=None if message_time is None else _from_epoch(message_time, timezone.utc),
+        source_message_ids=() if source_message_ids == "[]" else tuple(json.loads(source_message_ids)),
+        reflected=bool(reflected),
+        updated=bool(updated),
+        access_count=access_count,
+        last_accessed_at=None if last_accessed_at is None else _from_epoch(last_accessed_at, timezone.utc),
+        meta={} if meta == "{}" else json.loads(meta, parse_constant=_no_constant),
+        score=score,
     )
+    if terms is not None:
+        if type(terms) is not str:
+            raise TypeError("a value of the wrong kind")
+        fields["rank_terms"] = terms  # not a field: the class default (None) when absent
+    return node_of_checked_fields(fields)
 
 
 class DamagedRowError(StoreError):
@@ -309,6 +324,7 @@ _KINDS: dict[str, tuple[str, str]] = {
     "access_count": ("count", "a whole number"),
     "source_message_ids": ("id list", "a JSON list of ids"),
     "meta": ("object", "a JSON object"),
+    "rank_terms": ("optional text", "text or NULL"),
     "memory_type": ("type", "a memory type's name"),
     "status": ("choice", f"one of {', '.join(_STATUSES)}"),
 }
@@ -338,6 +354,8 @@ def _sound(kind: str, value: Any, choices: dict[str, Any] | None) -> bool:
         return type(value) is str and bool(value)
     if choices is not None:
         return value in choices
+    if kind == "optional text":
+        return value is None or type(value) is str
     if type(value) is not str or kind == "text":
         return type(value) is str
     try:

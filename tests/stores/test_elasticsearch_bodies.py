@@ -26,7 +26,7 @@ from memoryscope.stores.elasticsearch_store import BulkWriteError, Elasticsearch
 from memoryscope.stores.fusion import reciprocal_rank_fusion
 from memoryscope.testing.es_contract import ElasticsearchContract
 from memoryscope.testing.fake_elasticsearch import FakeElasticsearch, RecordedRequest
-from memoryscope.text import KEYWORD_TEXT_VERSION, keyword_text
+from memoryscope.text import KEYWORD_TEXT_VERSION, keyword_text, rank_terms
 
 pytestmark = pytest.mark.slow  # 193 tests over HTTP to the fake Elasticsearch; `-m "not slow"` leaves it out
 
@@ -103,6 +103,7 @@ def document(
     meta_index = fields.pop("meta_index", None)
     source.update(fields)
     source.setdefault("keywords", keyword_text(MemoryNode.from_dict(source)))
+    source.setdefault("rank_terms", rank_terms(MemoryNode.from_dict({k: v for k, v in source.items() if k != "keywords"})))
     if meta_index is not None:
         source["meta_index"] = meta_index
     if vector is not None:
@@ -127,9 +128,10 @@ PINNED_INDEX_BODY = {
         "_meta": {
             "embedding_model": "table-4d",
             "dimension": 4,
-            "schema_version": 3,
+            "schema_version": 4,
             "keyword_text_version": KEYWORD_TEXT_VERSION,
             "metadata_index_version": "1",
+            "rank_terms_version": KEYWORD_TEXT_VERSION,
         },
         "properties": {
             "memory_id": {"type": "keyword"},
@@ -144,6 +146,8 @@ PINNED_INDEX_BODY = {
             "content": {"type": "text", "analyzer": "standard"},
             "value": {"type": "text", "analyzer": "standard"},
             "keywords": {"type": "text", "analyzer": "whitespace"},
+            # the ranker's terms, parsed when written: kept in `_source`, never indexed
+            "rank_terms": {"type": "object", "enabled": False},
             "reflected": {"type": "boolean"},
             "updated": {"type": "boolean"},
             "access_count": {"type": "integer"},
@@ -236,9 +240,9 @@ def test_an_index_created_meanwhile_by_another_process_is_checked(
 
 def test_an_index_of_another_schema_version_is_refused(server: FakeElasticsearch, store: ElasticsearchMemoryStore) -> None:
     server.create_index(
-        INDEX, {**PINNED_INDEX_BODY["mappings"], "_meta": {"embedding_model": "table-4d", "dimension": 4, "schema_version": 4}}
+        INDEX, {**PINNED_INDEX_BODY["mappings"], "_meta": {"embedding_model": "table-4d", "dimension": 4, "schema_version": 5}}
     )
-    with pytest.raises(StoreError, match="schema version 4; this MemoryScope reads 3"):
+    with pytest.raises(StoreError, match="schema version 5; this MemoryScope reads 4"):
         store.count(ANN)
 
 
@@ -412,6 +416,8 @@ def test_upsert_is_one_bulk_of_index_actions_with_refresh(server: FakeElasticsea
     request = last(server, "_bulk")
     assert (request.method, request.path, request.params) == ("PUT", f"/{INDEX}/_bulk", {"refresh": "wait_for"})
     assert request.body[1]["keywords"] == "like green tea"  # keyword_text: tokenised and stemmed here
+    assert request.body[1]["rank_terms"] == "like green tea\n"  # the ranker's terms: own words, newline, around
+    assert [n.rank_terms for n in store.get(["a", "b"])] == ["like green tea\n", "play guitar\n"]  # read back
     assert request.body == [
         {"index": {"_id": "a"}},
         document(
@@ -506,7 +512,9 @@ def test_update_of_content_reembeds_and_sends_the_new_vector(
 ) -> None:
     store.upsert([node("a")], vectors=np.asarray([E1]))
     store.update("a", content="has a cat", updated_at=T0)
-    assert last(server, "_update/a").body == {"doc": {"content": "has a cat", "keywords": "has a cat", "vector": E3}}
+    assert last(server, "_update/a").body == {
+        "doc": {"content": "has a cat", "keywords": "has a cat", "rank_terms": "cat\n", "vector": E3}
+    }
     assert model.embedded == ["has a cat"]
 
 

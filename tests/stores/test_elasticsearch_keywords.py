@@ -31,8 +31,14 @@ INDEX = "memories"
 ANN = MemoryFilter("ann")
 T0 = datetime(2024, 10, 26, 21, 26, 20, 123456, tzinfo=timezone(timedelta(hours=8)))
 OLD_META = {"embedding_model": "ones-4d", "dimension": 4, "schema_version": 1}
-UPGRADED_META = {"embedding_model": "ones-4d", "dimension": 4, "schema_version": 3}
-FILLED_META = {**UPGRADED_META, "keyword_text_version": KEYWORD_TEXT_VERSION, "metadata_index_version": "1"}
+UPGRADED_META = {"embedding_model": "ones-4d", "dimension": 4, "schema_version": 4}
+FILLED_META = {
+    **UPGRADED_META,
+    "keyword_text_version": KEYWORD_TEXT_VERSION,
+    "metadata_index_version": "1",
+    "rank_terms_version": KEYWORD_TEXT_VERSION,
+}
+FILLED = "filled the 'keywords' and 'rank_terms' fields and 'meta_index' objects of"
 WARNING = "are not found by keyword search until their 'keywords' field is filled: run `memoryscope reembed --config CONFIG`"
 
 
@@ -77,6 +83,7 @@ def old_mappings() -> dict[str, Any]:
     mappings = _es_queries.index_body(embedding_model="ones-4d", dimension=4, analyzer="standard")["mappings"]
     del mappings["properties"]["keywords"]
     del mappings["properties"]["meta_index"]
+    del mappings["properties"]["rank_terms"]  # came with 4
     return {**mappings, "_meta": dict(OLD_META)}
 
 
@@ -118,7 +125,11 @@ def test_an_index_from_before_the_field_gets_it_when_opened_and_keeps_every_memo
         ("HEAD", f"/{INDEX}"), ("GET", f"/{INDEX}/_mapping"), ("PUT", f"/{INDEX}/_mapping"), ("POST", f"/{INDEX}/_count")
     ]  # fmt: skip
     assert server.requests[2].body == {
-        "properties": {"keywords": {"type": "text", "analyzer": "whitespace"}, "meta_index": META_INDEX_MAPPING},
+        "properties": {
+            "keywords": {"type": "text", "analyzer": "whitespace"},
+            "meta_index": META_INDEX_MAPPING,
+            "rank_terms": {"type": "object", "enabled": False},
+        },
         "_meta": UPGRADED_META,
     }
     warning, metadata_warning = caplog.records
@@ -153,17 +164,19 @@ def test_fill_keywords_sets_the_field_in_place_then_records_it(
     [bulk] = server.requests_to("_bulk")[-1:]
     assert bulk.body == [
         {"update": {"_id": "a", "if_seq_no": 1, "if_primary_term": 1}},
-        {"doc": {"keywords": "like green tea"}},
+        {"doc": {"keywords": "like green tea", "rank_terms": "like green tea\n"}},
         {"update": {"_id": "b", "if_seq_no": 2, "if_primary_term": 1}},
         {
             "doc": {
                 "keywords": "i have been paint carolin melani any new hobbi",
                 "meta_index": [{"key": "speaker", "text": "Caroline"}, {"key": "context", "text": "Melanie: any new hobby?"}],
+                "rank_terms": "paint\ncarolin melani new hobbi",  # own words, then the words around
             }
         },
     ]
     assert server.requests[-1].method == "PUT" and server.requests[-1].body == {"_meta": FILLED_META}
-    assert notes.notes == ["filled the 'keywords' field and 'meta_index' objects of 2 memories"]
+    assert notes.notes == [f"{FILLED} 2 memories"]
+    assert [n.rank_terms for n in store.get(["a", "b"])] == ["like green tea\n", "paint\ncarolin melani new hobbi"]
     # the memories are as they were, vectors included, and keyword search finds them now
     assert {memory_id: source["vector"] for memory_id, source in server.documents(INDEX).items()} == vectors
     assert store.get(["a", "b"]) == [OLD_NODES["a"], OLD_NODES["b"]]
@@ -199,7 +212,9 @@ def test_fill_keywords_skips_memories_written_meanwhile_and_reports_real_failure
 
 def test_update_gives_an_older_memory_its_keywords(server: FakeElasticsearch, store: ElasticsearchMemoryStore) -> None:
     store.update("a", reflected=True, updated_at=T0)
-    assert server.requests_to("_update/a")[-1].body == {"doc": {"reflected": True, "keywords": "like green tea"}}
+    assert server.requests_to("_update/a")[-1].body == {
+        "doc": {"reflected": True, "keywords": "like green tea", "rank_terms": "like green tea\n"}
+    }
     assert keyword_ids(store, "tea") == ["a"]
     store.update("a", access_count=2, updated_at=T0)
     assert server.requests_to("_update/a")[-1].body == {"doc": {"access_count": 2}}  # stored already
@@ -229,7 +244,7 @@ def test_the_reembed_command_fills_the_field_when_the_model_is_unchanged(server:
     server.create_index("local", mappings, {"a": {**old_document(OLD_NODES["a"]), "vector": [1.0] * dimension}})
     notes = Notes()
     assert reembed(config, progress=notes) == 0  # nothing re-embedded...
-    assert notes.notes[-1] == "filled the 'keywords' field and 'meta_index' objects of 1 memories"  # ...but the fields filled
+    assert notes.notes[-1] == f"{FILLED} 1 memories"  # ...but the fields filled
     assert server.documents("local")["a"]["keywords"] == "like green tea"
     assert server.requests_to("_search") and not server.requests_to("_aliases")  # in place, no copy
 

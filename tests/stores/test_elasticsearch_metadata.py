@@ -29,7 +29,7 @@ INDEX = "memories"
 T0 = datetime(2024, 10, 26, 21, 26, 20, 123456, tzinfo=timezone(timedelta(hours=8)))
 USER_TERM = {"term": {"user_name": "ann"}}
 V2_META = {"embedding_model": "ones-4d", "dimension": 4, "schema_version": 2, "keyword_text_version": KEYWORD_TEXT_VERSION}
-UPGRADED_META = {"embedding_model": "ones-4d", "dimension": 4, "schema_version": 3, "keyword_text_version": KEYWORD_TEXT_VERSION}
+UPGRADED_META = {"embedding_model": "ones-4d", "dimension": 4, "schema_version": 4, "keyword_text_version": KEYWORD_TEXT_VERSION}
 META_INDEX_MAPPING = {
     "type": "nested",
     "properties": {
@@ -152,6 +152,7 @@ def test_documents_carry_their_indexed_values_and_reads_leave_them_out(
 def v2_mappings() -> dict[str, Any]:
     mappings = _es_queries.index_body(embedding_model="ones-4d", dimension=4, analyzer="standard")["mappings"]
     del mappings["properties"]["meta_index"]
+    del mappings["properties"]["rank_terms"]  # came with schema version 4
     return {**mappings, "_meta": dict(V2_META)}
 
 
@@ -183,7 +184,10 @@ def test_an_index_from_before_the_field_gets_it_and_refuses_metadata_filters_unt
         assert [(r.method, r.path) for r in old_server.requests] == [
             ("HEAD", f"/{INDEX}"), ("GET", f"/{INDEX}/_mapping"), ("PUT", f"/{INDEX}/_mapping"), ("POST", f"/{INDEX}/_count")
         ]  # fmt: skip
-        assert old_server.requests[2].body == {"properties": {"meta_index": META_INDEX_MAPPING}, "_meta": UPGRADED_META}
+        assert old_server.requests[2].body == {
+            "properties": {"meta_index": META_INDEX_MAPPING, "rank_terms": {"type": "object", "enabled": False}},
+            "_meta": UPGRADED_META,
+        }
         [warning] = caplog.records  # the keywords are filled already: only the metadata is named
         assert "no 'meta_index' objects yet, so metadata filters are refused" in warning.getMessage()
         reads = {
@@ -206,15 +210,20 @@ def test_filling_writes_only_the_missing_objects_then_metadata_filters_work_ever
         other.count(MemoryFilter("ann"))  # another process, opened before the fill
         store.upsert([node("d", meta={"category": "music"})])  # written now: has its objects already
         old_server.clear_requests()
-        assert store.fill_keywords() == 2  # "a" and "c"; "b" has no metadata, "d" has its objects
+        # "a", "b" and "c" lack their ranker terms, "a" and "c" their objects ("b" has no
+        # metadata); "d", written now, has both
+        assert store.fill_keywords() == 3
         [bulk] = [r for r in old_server.requests_to("_bulk") if r.path == f"/{INDEX}/_bulk"]
         assert bulk.body == [
             {"update": {"_id": "a", "if_seq_no": 1, "if_primary_term": 1}},
-            {"doc": {"meta_index": [{"key": "category", "text": "music"}, {"key": "n", "number": 1.0}]}},
+            {"doc": {"meta_index": [{"key": "category", "text": "music"}, {"key": "n", "number": 1.0}], "rank_terms": "memo\n"}},
+            {"update": {"_id": "b", "if_seq_no": 2, "if_primary_term": 1}},
+            {"doc": {"rank_terms": "memo b\n"}},
             {"update": {"_id": "c", "if_seq_no": 3, "if_primary_term": 1}},
-            {"doc": {"meta_index": [{"key": "category", "text": "sport"}]}},
+            {"doc": {"meta_index": [{"key": "category", "text": "sport"}], "rank_terms": "memo c\n"}},
         ]
-        assert old_server.requests[-1].body == {"_meta": {**UPGRADED_META, "metadata_index_version": "1"}}
+        done = {**UPGRADED_META, "metadata_index_version": "1", "rank_terms_version": KEYWORD_TEXT_VERSION}
+        assert old_server.requests[-1].body == {"_meta": done}
         assert sorted(n.memory_id for n in store.scan(MUSIC)) == ["a", "d"]
         assert sorted(n.memory_id for n in other.search(MUSIC, query="memo", mode=SearchMode.HYBRID)) == ["a", "d"]
         assert store.fill_keywords() == 0  # recorded: nothing read again
@@ -224,7 +233,11 @@ def test_updating_an_older_memory_gives_it_its_objects(old_server: FakeElasticse
     with open_store(old_server) as store:
         store.update("a", reflected=True, updated_at=T0)
         assert old_server.requests_to("_update/a")[-1].body == {
-            "doc": {"reflected": True, "meta_index": [{"key": "category", "text": "music"}, {"key": "n", "number": 1.0}]}
+            "doc": {
+                "reflected": True,
+                "meta_index": [{"key": "category", "text": "music"}, {"key": "n", "number": 1.0}],
+                "rank_terms": "memo\n",
+            }
         }
         store.update("a", access_count=2, updated_at=T0)
         assert old_server.requests_to("_update/a")[-1].body == {"doc": {"access_count": 2}}  # stored already

@@ -102,6 +102,7 @@ def _as_schema_2(path: Path) -> None:
     with sqlite3.connect(path) as raw:
         raw.execute("DROP TRIGGER memories_meta_deleted")
         raw.execute("DROP TABLE memory_meta")
+        raw.execute("ALTER TABLE memories DROP COLUMN rank_terms")  # came with version 4
         raw.execute("DELETE FROM store_meta WHERE key = 'metadata_index_version'")
         raw.execute("UPDATE store_meta SET value = '2' WHERE key = 'schema_version'")
     raw.close()
@@ -122,7 +123,7 @@ def test_a_file_from_before_the_index_gets_it_when_opened(tmp_path: Path, embedd
         recorded = dict(raw.execute("SELECT key, value FROM store_meta").fetchall())
     raw.close()
     assert (
-        (recorded["schema_version"], recorded["metadata_index_version"]) == (SCHEMA_VERSION, METADATA_INDEX_VERSION) == ("3", "1")
+        (recorded["schema_version"], recorded["metadata_index_version"]) == (SCHEMA_VERSION, METADATA_INDEX_VERSION) == ("4", "1")
     )
 
 

@@ -79,6 +79,7 @@ def _as_version_1(path: Path) -> None:
         raw.execute("DROP TABLE keyword_scopes")
         raw.execute("DROP TRIGGER memories_meta_deleted")  # the metadata index came with version 3
         raw.execute("DROP TABLE memory_meta")
+        raw.execute("ALTER TABLE memories DROP COLUMN rank_terms")  # came with version 4
         raw.execute("DELETE FROM store_meta WHERE key = 'metadata_index_version'")
         raw.execute("UPDATE store_meta SET value = '1' WHERE key = 'schema_version'")
     raw.close()

@@ -9,7 +9,9 @@ by the weights in `Params` (a weighted mean, so only the weights' ratios matter)
   and Chinese) against what keyword search indexes of each memory (`searchable_parts`: content
   and key, and around a chat message its speaker, context and reply, whose words count
   `around_weight`), with document frequencies from the candidates themselves, so words shared
-  by every candidate weigh little;
+  by every candidate weigh little. A memory's terms are those its store kept when it was
+  written (`MemoryNode.rank_terms`, `memoryscope.text.rank_terms`), parsed here only for a
+  memory without them: the same numbers either way;
 - recency: `0.5 ** (age_days / recency_half_life_days)`, the age measured from when the memory
   was said (`message_time`, else `created_at`) to `query_time` (else now). Future times count
   as age 0.
@@ -32,7 +34,7 @@ from pydantic import Field, model_validator
 
 from memoryscope.memory import parts_of, searchable_fields
 from memoryscope.models.base import RANK_BACKENDS, ModelParams, RankModel
-from memoryscope.text import keyword_terms
+from memoryscope.text import keyword_terms, rank_terms_parts
 
 if TYPE_CHECKING:
     from memoryscope.memory import MemoryNode
@@ -96,7 +98,16 @@ class FusionRank(RankModel):
 
     def _keyword_scores(self, query: str, memories: Sequence[MemoryNode]) -> np.ndarray:
         around_weight = self.params.around_weight
-        return _bm25(query, [_document_of(searchable_fields(memory), around_weight) for memory in memories])
+        # terms the store parsed when the memory was written, else parsed here (kept: see below)
+        return _bm25(
+            query,
+            [
+                _document_of(searchable_fields(memory), around_weight)
+                if (terms := memory.rank_terms) is None
+                else _document_of_terms(terms, around_weight)
+                for memory in memories
+            ],
+        )
 
     def _recency(self, memories: Sequence[MemoryNode], now: datetime) -> np.ndarray:
         """`0.5 ** (age / half_life)`, the day conversion folded into the scale; age 0 and the
@@ -127,15 +138,29 @@ def _document_of(fields: tuple[object, ...], around_weight: float) -> tuple[dict
     return _document(*parts_of(fields), around_weight)
 
 
+@lru_cache(maxsize=_DOCUMENTS_KEPT)
+def _document_of_terms(terms: str, around_weight: float) -> tuple[dict[str, float], float]:
+    """`_document` of a memory's stored `rank_terms` (no parsing: ~10x cheaper than `_document`,
+    and the same numbers). Cached too: a store hands back the same string object for a memory it
+    keeps decoded, whose hash Python keeps."""
+    own, around = rank_terms_parts(terms)
+    return _counted(own, around, around_weight)
+
+
 def _document(own: str, around: str, around_weight: float) -> tuple[dict[str, float], float]:
     """The keyword terms of a memory's `own` and `around` text, counted (a word around it
     counting `around_weight`), and their total: the document's length. Cached since the same
     memories come back query after query. Callers only read the result."""
+    return _counted(keyword_terms(own), keyword_terms(around) if around else [], around_weight)
+
+
+def _counted(own: list[str], around: list[str], around_weight: float) -> tuple[dict[str, float], float]:
+    """`_document` of term lists already parsed."""
     counts: dict[str, float] = {}
-    for term in keyword_terms(own):  # a plain loop: about twice as fast as Counter for ~15 words
+    for term in own:  # a plain loop: about twice as fast as Counter for ~15 words
         counts[term] = counts.get(term, 0.0) + 1.0
     if around:
-        for term, count in Counter(keyword_terms(around)).items():
+        for term, count in Counter(around).items():
             counts[term] = counts.get(term, 0.0) + around_weight * count
     return counts, sum(counts.values())
 
@@ -175,8 +200,14 @@ def _bm25(query: str, parsed: Sequence[tuple[dict[str, float], float]]) -> np.nd
     total = len(parsed)
     lengths = [length for _, length in parsed]
     average_length = (sum(lengths) / total) or 1.0  # summed in order, as the scores always were
-    # a column of counts per query term: one dict lookup per term and document, the rest in numpy
-    counts = np.array([[document.get(term, 0.0) for document, _ in parsed] for term in query_terms]).T
+    # a column of counts per query term (in the set's order, as always), filled where a document
+    # holds one: most candidates share one word or none with the query, and a set intersection
+    # per document is 2x cheaper than a lookup per term and document
+    column = {term: index for index, term in enumerate(query_terms)}
+    counts = np.zeros((total, len(column)))
+    for row, (document, _) in enumerate(parsed):
+        for term in document.keys() & query_terms:
+            counts[row, column[term]] = document[term]
     held = np.count_nonzero(counts, axis=0)
     idf = np.array([math.log(1.0 + (total - frequency + 0.5) / (frequency + 0.5)) for frequency in held.tolist()])
     norm = _BM25_K1 * (1.0 - _BM25_B + _BM25_B * np.array(lengths) / average_length)
