@@ -12,6 +12,8 @@ import pytest
 
 from tests.benchmarks.test_benchmarks_smoke import CONVERSATION
 
+pytestmark = pytest.mark.slow  # benchmarks run end to end; `-m "not slow"` leaves them out
+
 REPO = Path(__file__).resolve().parents[2]
 
 
