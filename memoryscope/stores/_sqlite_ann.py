@@ -58,6 +58,7 @@ class AnnSettings:
     def __init__(self, min_rows: int) -> None:
         self.min_rows = min_rows
         self._broken = False
+        self.closing = False  # set by `close`: a build under way stops at its next chunk
         self._building: set[int] = set()
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
@@ -76,7 +77,7 @@ class AnnSettings:
             build()
             return
         with self._lock:
-            if key in self._building:
+            if key in self._building or self.closing:
                 return
             self._building.add(key)
 
@@ -94,6 +95,12 @@ class AnnSettings:
         """Until no graph is being built."""
         with self._lock:
             self._idle.wait_for(lambda: not self._building)
+
+    def close(self) -> None:
+        """Stop the builds under way (each at its next chunk, a fraction of a second) and wait
+        for them: a native build thread must not outlive the store (nor the interpreter)."""
+        self.closing = True
+        self.wait()
 
 
 def _index(dimension: int) -> Any:

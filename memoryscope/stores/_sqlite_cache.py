@@ -284,10 +284,13 @@ class UserMatrix:
         meanwhile and take the graph, unless the rows were replaced wholesale since."""
         graph = AnnGraph(self.dimension)
         start = 0
-        chunk = 8192
+        chunk = 2048  # the lock is taken once a chunk, and a closing store waits for at most one
         while True:
             with _held(self.lock, not inline):
                 if self._generation != generation:
+                    return  # the rows were replaced: a later search builds from them
+                if self.ann is not None and self.ann.closing:
+                    self._graph_pending = None
                     return
                 row_ids = self.row_ids[start : min(start + chunk, self.size)].copy()
                 vectors = self.vectors[start : start + len(row_ids)].copy()

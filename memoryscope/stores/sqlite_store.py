@@ -196,6 +196,7 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
         ~0.3 s instead of ~1.5 s; saving it took ~6 s here, beside the import's minutes of
         embedding). A few writes leave that to the next search."""
         self._leave_snapshots()
+        self._ann.close()
         self._searcher.close()
         self._connections.close()
         self._cache.clear()

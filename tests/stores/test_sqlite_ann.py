@@ -122,8 +122,9 @@ def test_filters_apply_exactly_to_the_index_candidates(
         # approximate: nearly all of the exact top 20, each scored exactly, best first
         assert len(set(found) & set(_ids(exact, query, memory_filter, top_k=20))) >= 18
         stored = indexed.get_vectors(found)
-        assert [node.score for node in hits] == pytest.approx([float(stored[i] @ query) for i in found], abs=1e-5)
-        assert [node.score for node in hits] == sorted((node.score for node in hits), reverse=True)
+        scores = [float(node.score or 0.0) for node in hits]
+        assert scores == pytest.approx([float(stored[i] @ query) for i in found], abs=1e-5)
+        assert scores == sorted(scores, reverse=True)
 
 
 def test_a_filter_keeping_fewer_rows_than_the_graph_returns_falls_back_to_exact(
