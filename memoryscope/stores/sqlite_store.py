@@ -5,6 +5,8 @@
   transaction (a batch lands whole or not at all), one connection per thread.
 - Dense search: per-user float32 matrices in memory (`_sqlite_cache`), kept current through a
   trigger-filled change log, so writes from any process are seen by the next search.
+  Past `ann_min_memories` a user's matrix also keeps an approximate HNSW index (`_sqlite_ann`,
+  `usearch`): candidates from it, filtered and scored exactly from the matrix.
 - Keyword search: FTS5 `bm25()` over `memoryscope.text.keyword_text` (the words every store
   indexes: stemmed, jieba for Chinese), each word prefixed with the user's slot so posting lists
   and word frequencies are the user's own, in a per-user rowid range (`_sqlite_keyword`). For a
