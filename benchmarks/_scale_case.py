@@ -113,14 +113,16 @@ def _index_build(store: Any, dimension: int, case: Case) -> dict[str, Any] | Non
     started = time.perf_counter()
     vector = case.vectors_of(1, dimension, np.random.default_rng(case.seed + 3))[0]
     store.search(MemoryFilter(MEASURED_USER), vector=vector, mode=SearchMode.DENSE, top_k=10)
-    store.wait_for_background()
+    first_search = time.perf_counter() - started  # loads the user's matrix (the build starts after it)
+    store._ann.wait()  # the index alone, not the matrix snapshot saved meanwhile
     seconds = time.perf_counter() - started
     graph = cache.matrix(MEASURED_USER).graph
     if graph is None:
         return None
     size = case.users[0][1]
     return {
-        "build_s": round(seconds, 2),  # includes loading the user's matrix when not loaded yet
+        "first_search_s": round(first_search, 2),
+        "build_s": round(seconds, 2),  # from the first search: loading the matrix, then building in the background
         "graph_mb": round(graph.memory_bytes() / 1e6, 1),
         "rss_growth_mb": round(rss_mb() - rss_before, 1),
         "build_s_per_million": round(seconds * 1e6 / size, 1),
