@@ -117,7 +117,9 @@ def _index(dimension: int) -> Any:
 
 
 def _threads() -> int:
-    return max(1, min(4, os.cpu_count() or 1))
+    """Threads for adding vectors: all cores but one (at most 4), so searches keep a core while
+    a graph is built beside them (on two cores: one thread)."""
+    return max(1, min(4, (os.cpu_count() or 2) - 1))
 
 
 class AnnGraph:
