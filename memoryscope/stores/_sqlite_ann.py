@@ -21,8 +21,8 @@ vector) is put into the graph, every row it drops is removed from it. A reload o
 (many changes at once, another process's re-embedding) drops the graph, and the next search
 builds a new one. The graph lives in memory only: it is built from the matrix (itself from the
 store, or its snapshot) on the first search of a user past the threshold, on a background thread
-for a large user (18-22 s per 100k memories of dimension 384 on two busy cores, matrix load
-included; ~0.8 GB per million in memory), exact search answering meanwhile. So it is never
+for a large user (~30 s per 100k memories of dimension 384 on one thread, matrix load
+included; ~1.2 GB per million in memory), exact search answering meanwhile. So it is never
 stale on disk, never keeps a deleted memory's vector in a file, and a missing or damaged one
 cannot exist: it is always built from the store.
 """
