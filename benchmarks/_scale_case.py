@@ -24,8 +24,9 @@ from typing import Any
 import numpy as np
 
 from benchmarks._common import Progress, disk_mb, percentiles_ms, rss_mb
-from benchmarks._synthetic import BASE_TIME, SyntheticText, synthetic_nodes, unit_vectors
+from benchmarks._synthetic import BASE_TIME, SyntheticText, clustered_unit_vectors, synthetic_nodes, unit_vectors
 from memoryscope.app import MemoryScope
+from memoryscope.stores.base import MemoryFilter, SearchMode
 
 __all__ = ["MEASURED_USER", "Case", "fill", "run_case", "users_of"]
 
@@ -54,12 +55,24 @@ class Case:
     queries: int = 200
     seed: int = 0
     reindex: bool = False  # also time a keyword re-index of the whole file, chunk by chunk
+    ann: str = "auto"  # sqlite's approximate vector index: "on" for every user, "off", "auto" (the config's)
+    vectors: str = "random"  # "random" unit vectors, or "clustered" around topics as embeddings are
+
+    def vectors_of(self, count: int, dimension: int, rng: np.random.Generator) -> np.ndarray:
+        return (clustered_unit_vectors if self.vectors == "clustered" else unit_vectors)(count, dimension, rng)
+
+
+_ANN_SETTING = {"on": 1, "off": 0}  # memory_store.ann_min_memories; "auto" leaves the config's
+RECALL_QUERIES = 50
+RECALL_DEPTH = 50
 
 
 def run_case(case: Case) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="memoryscope-scale-") as folder:
         database = Path(folder) / "memories.db"
-        overrides = {"memory_store.path": str(database)}
+        overrides: dict[str, Any] = {"memory_store.path": str(database)}
+        if case.ann in _ANN_SETTING:
+            overrides["memory_store.ann_min_memories"] = _ANN_SETTING[case.ann]
         with MemoryScope(case.config, overrides=overrides) as scope:
             store = scope.store
             if store is None:
@@ -67,7 +80,10 @@ def run_case(case: Case) -> dict[str, Any]:
             embedder: Any = store.embedding_model  # every shipped store keeps its model
             calls_before_fill = embedder.usage.calls
             insert_per_s = fill(store, int(embedder.dimension), case)
+            index_build = _index_build(store, int(embedder.dimension), case)
             timing = _time_queries(scope, int(embedder.dimension), case)
+            if case.ann != "auto" or index_build is not None:
+                timing["ann"] = {"setting": case.ann, "build": index_build, **_recall(store, int(embedder.dimension), case)}
             embedding_calls_during_fill = embedder.usage.calls - calls_before_fill
             result = {
                 "memories_total": sum(count for _, count in case.users),
@@ -86,6 +102,57 @@ def run_case(case: Case) -> dict[str, Any]:
     return result
 
 
+def _index_build(store: Any, dimension: int, case: Case) -> dict[str, Any] | None:
+    """For `sqlite_memory_store` with its approximate index on for the measured user: the time
+    from the first dense search (which starts the build) until it is built, and the graph's size
+    in memory; None when the user gets none."""
+    cache = getattr(store, "_cache", None)
+    if cache is None:
+        return None
+    rss_before = rss_mb()
+    started = time.perf_counter()
+    vector = case.vectors_of(1, dimension, np.random.default_rng(case.seed + 3))[0]
+    store.search(MemoryFilter(MEASURED_USER), vector=vector, mode=SearchMode.DENSE, top_k=10)
+    first_search = time.perf_counter() - started  # loads the user's matrix (the build starts after it)
+    store._ann.wait()  # the index alone, not the matrix snapshot saved meanwhile
+    seconds = time.perf_counter() - started
+    graph = cache.matrix(MEASURED_USER).graph
+    if graph is None:
+        return None
+    size = case.users[0][1]
+    return {
+        "first_search_s": round(first_search, 2),
+        "build_s": round(seconds, 2),  # from the first search: loading the matrix, then building in the background
+        "graph_mb": round(graph.memory_bytes() / 1e6, 1),
+        "rss_growth_mb": round(rss_mb() - rss_before, 1),
+        "build_s_per_million": round(seconds * 1e6 / size, 1),
+        "graph_mb_per_million": round(graph.memory_bytes() / size, 1),
+    }
+
+
+def _recall(store: Any, dimension: int, case: Case) -> dict[str, Any]:
+    """The share of the exact top `RECALL_DEPTH` dense hits (a second store on the same file with
+    the index off) that the store under test returns in its own top `RECALL_DEPTH`, over
+    `RECALL_QUERIES` queries drawn like the stored vectors."""
+    if not hasattr(store, "path"):
+        return {}
+    from memoryscope.stores.sqlite_store import SqliteMemoryStore
+
+    vectors = case.vectors_of(RECALL_QUERIES, dimension, np.random.default_rng(case.seed + 4))
+    memory_filter = MemoryFilter(MEASURED_USER)
+    shares = []
+    with SqliteMemoryStore(path=store.path, embedding_model=store.embedding_model, ann_min_memories=0) as exact:
+        for vector in vectors:
+            want = {
+                node.memory_id for node in exact.search(memory_filter, vector=vector, mode=SearchMode.DENSE, top_k=RECALL_DEPTH)
+            }
+            got = {
+                node.memory_id for node in store.search(memory_filter, vector=vector, mode=SearchMode.DENSE, top_k=RECALL_DEPTH)
+            }
+            shares.append(len(want & got) / max(len(want), 1))
+    return {"recall_at_50": round(float(np.mean(shares)), 4), "recall_at_50_min": round(float(np.min(shares)), 4)}
+
+
 def _cold_start(case: Case, overrides: dict[str, str], warm_p95_ms: float) -> dict[str, Any]:
     """The first `retrieve_memory` after opening the filled file again (a new MemoryScope, so no
     in-process cache: what a new process pays, the OS file cache aside), and its ratio to the
@@ -94,7 +161,7 @@ def _cold_start(case: Case, overrides: dict[str, str], warm_p95_ms: float) -> di
     with MemoryScope(case.config, overrides=overrides) as scope:
         open_s = time.perf_counter() - started
         rng = np.random.default_rng(case.seed + 2)
-        vector = unit_vectors(1, int(scope.store.embedding_model.dimension), rng)[0]  # type: ignore[union-attr]
+        vector = case.vectors_of(1, int(scope.store.embedding_model.dimension), rng)[0]  # type: ignore[union-attr]
         text = SyntheticText(seed=case.seed).queries(1, rng)[0]
         times = []
         for _ in range(2):
@@ -124,7 +191,7 @@ def fill(store: Any, dimension: int, case: Case) -> float:
         for start in range(0, count, _BATCH):
             size = min(_BATCH, count - start)
             nodes = synthetic_nodes(user, text.sentences(size, rng), rng)
-            vectors = unit_vectors(size, dimension, rng)
+            vectors = case.vectors_of(size, dimension, rng)
             started = time.perf_counter()
             store.upsert(nodes, vectors=vectors)
             spent += time.perf_counter() - started
@@ -140,7 +207,7 @@ def _time_queries(scope: MemoryScope, dimension: int, case: Case) -> dict[str, A
     rng = np.random.default_rng(case.seed + 1)
     count = case.queries + _WARMUP
     texts = SyntheticText(seed=case.seed).queries(count, rng)
-    vectors = unit_vectors(count, dimension, rng)
+    vectors = case.vectors_of(count, dimension, rng)
     query_time = BASE_TIME + timedelta(days=366)
 
     def retrieve(index: int) -> Any:

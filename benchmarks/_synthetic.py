@@ -19,7 +19,7 @@ import numpy as np
 
 from memoryscope.memory import MemoryNode, MemoryType
 
-__all__ = ["SyntheticText", "synthetic_nodes", "unit_vectors"]
+__all__ = ["SyntheticText", "clustered_unit_vectors", "synthetic_nodes", "unit_vectors"]
 
 _SYLLABLES = (
     "ka",
@@ -111,6 +111,22 @@ def _vocabulary(size: int, seed: int) -> np.ndarray:
 
 def unit_vectors(count: int, dimension: int, rng: np.random.Generator) -> np.ndarray:
     vectors = rng.standard_normal((count, dimension)).astype(np.float32)
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
+CLUSTERS = 1000  # topics of `clustered_unit_vectors`
+_CLUSTER_NOISE = 0.8  # per dimension, against centres of unit variance: a cosine of ~0.6 to the centre
+
+
+def clustered_unit_vectors(count: int, dimension: int, rng: np.random.Generator) -> np.ndarray:
+    """Unit vectors around `CLUSTERS` fixed centres (the same for every call of a dimension), as
+    text embeddings cluster by topic. Random unit vectors (`unit_vectors`) have no neighbours to
+    speak of: every vector is about as far from a query as every other, which no approximate
+    index can rank (nor needs to: no embedding model makes them)."""
+    centres = np.random.default_rng(12345).standard_normal((CLUSTERS, dimension)).astype(np.float32)
+    vectors = (
+        centres[rng.integers(0, CLUSTERS, count)] + rng.standard_normal((count, dimension)).astype(np.float32) * _CLUSTER_NOISE
+    )
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 

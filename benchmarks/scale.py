@@ -1,6 +1,7 @@
 """Latency and footprint of `retrieve_memory` as the store grows.
 
     python -m benchmarks.scale --sizes 1000 10000 100000 --out FILE.json [--config NAME|PATH] [--crowd]
+        [--ann on|off|auto] [--vectors random|clustered]
 
 Per size: a fresh store of the config's kind holds `size` memories of the measured user plus
 `--background` times as many spread over four other users; synthetic text (a Zipf vocabulary,
@@ -40,7 +41,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     result: dict[str, Any] = {"config": args.config, "sizes": {}}
     for size in args.sizes:
         users = users_of(size, args.background)
-        result["sizes"][str(size)] = _isolated(Case(f"size {size}", args.config, users, args.queries, args.seed, args.reindex))
+        result["sizes"][str(size)] = _isolated(
+            Case(f"size {size}", args.config, users, args.queries, args.seed, args.reindex, args.ann, args.vectors)
+        )
     if args.crowd:
         alone = _isolated(
             Case("crowd: alone", args.config, ((MEASURED_USER, args.crowd_user_size),), args.queries, args.seed, args.reindex)
@@ -60,6 +63,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "retrieve_p50_ratio": _ratio(crowded["retrieve_ms"]["p50"], alone["retrieve_ms"]["p50"]),
             "retrieve_p95_ratio": _ratio(crowded["retrieve_ms"]["p95"], alone["retrieve_ms"]["p95"]),
         }
+    result["ann"] = args.ann
+    result["vectors"] = args.vectors
     result["queries_per_size"] = args.queries
     result["background_share"] = args.background
     result["date"] = run_stamp()
@@ -83,6 +88,19 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--reindex", action="store_true", help="also time a keyword re-index of each file (its longest transaction)"
+    )
+    parser.add_argument(
+        "--ann",
+        choices=("on", "off", "auto"),
+        default="auto",
+        help="sqlite_memory_store's approximate vector index: on for every user, off, or as configured (auto); "
+        "on or off also measures the recall of the dense top 50 against exact search, and the index's build",
+    )
+    parser.add_argument(
+        "--vectors",
+        choices=("random", "clustered"),
+        default="random",
+        help="stored and query vectors: random unit vectors, or clustered around topics as embeddings are",
     )
     return parser
 
@@ -160,6 +178,20 @@ def _print_summary(result: dict[str, Any]) -> None:
         print_table(
             ["user size", "searches", "identical", "mean overlap"],
             [[label, c["searches"], c["identical_share"], c["mean_overlap"]] for label, c in compared],
+        )
+    indexed = [(label, values["ann"]) for label, values in cases if values.get("ann")]
+    if indexed:
+        print(f"\napproximate vector index ({result['ann']}, {result['vectors']} vectors): recall of the dense top 50")
+        print_table(
+            ["user size", "recall@50", "worst query", "build s", "graph MB", "build s / 1M", "graph MB / 1M"],
+            [
+                [label, a.get("recall_at_50"), a.get("recall_at_50_min")]
+                + [
+                    (a.get("build") or {}).get(key, "-")
+                    for key in ("build_s", "graph_mb", "build_s_per_million", "graph_mb_per_million")
+                ]
+                for label, a in indexed
+            ],
         )
     reindexed = [(label, values["keyword_reindex"]) for label, values in cases if "keyword_reindex" in values]
     if reindexed:

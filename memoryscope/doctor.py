@@ -10,7 +10,9 @@ one line per check (`ok`, `FAIL` with the reason and the fix, `skip`):
   (Elasticsearch: not created here), then `check(full=True)`: for `sqlite_memory_store`
   SQLite's own `integrity_check` of the file, every row (each decodes), every vector (the
   store's dimension, finite numbers) and the keyword index (an entry for every memory, none
-  left over); for other stores every memory of every user is read and counted. A SQLite file
+  left over) and, when `ann_min_memories` is on, the approximate vector index's package
+  (`usearch` builds and searches a test graph of the store's dimension; the indexes themselves
+  live in memory, built from the rows); for other stores every memory of every user is read and counted. A SQLite file
   too damaged to open as a store gets SQLite's check alone.
 
 Each problem names the memory and what to do; the exit status is 0 when nothing is wrong and 1

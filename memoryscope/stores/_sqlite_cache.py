@@ -22,13 +22,15 @@ import logging
 import sqlite3
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from memoryscope.memory import MemoryStatus
 from memoryscope.stores._arrays import empty
+from memoryscope.stores._sqlite_ann import AnnGraph, AnnSettings, fetch_count, inline_build
 from memoryscope.stores._sqlite_schema import PRUNED_THROUGH_SQL, TIME_FIELDS, time_bounds
 from memoryscope.stores._sqlite_snapshot import SnapshotWriter, far_behind
 from memoryscope.stores.base import MemoryFilter
@@ -87,8 +89,12 @@ class UserMatrix:
     reflected: np.ndarray
     updated: np.ndarray
 
-    def __init__(self, dimension: int) -> None:
+    def __init__(self, dimension: int, ann: AnnSettings | None = None) -> None:
         self.dimension = dimension
+        self.ann = ann  # when this matrix keeps an approximate index (`_sqlite_ann`); None: never
+        self.graph: AnnGraph | None = None  # the approximate index of the rows, once built
+        self._graph_pending: list[int] | None = None  # rows changed while a graph is being built
+        self._generation = 0  # bumped when the rows are replaced wholesale: a graph being built is dropped
         self.lock = threading.Lock()  # held while refreshing or reading, so a search sees one state
         self.seq = -1  # change-log position reflected; -1 = never loaded
         self.version = 0  # bumped by every change of the rows, so a mask can be matched to its rows
@@ -129,6 +135,7 @@ class UserMatrix:
         """Forget every row and make room for `capacity` of them: for a reload, which fills
         nearly all of that room at once (its callers leave an eighth to grow into)."""
         self.version += 1
+        self._drop_graph()
         self.size = 0
         self.seq = -1
         self._position.clear()
@@ -152,6 +159,7 @@ class UserMatrix:
         """After a snapshot filled the first `size` rows of the arrays (`_sqlite_snapshot`):
         take them as the matrix at change-log position `seq`."""
         self.version += 1
+        self._drop_graph()
         self.size = size
         self.seq = seq
         self._position = dict(zip(self.row_ids[:size].tolist(), range(size), strict=True))
@@ -216,7 +224,13 @@ class UserMatrix:
             for array in self._arrays():
                 array[position] = array[last]
             self._position[int(self.row_ids[position])] = position
+            if self._graph_pending is not None:  # a build copying rows in order may have passed `position`
+                self._graph_pending.append(int(self.row_ids[position]))
         self.size = last
+        if self.graph is not None:
+            self.graph.remove(row_id)
+        if self._graph_pending is not None:
+            self._graph_pending.append(row_id)
 
     def _write(self, positions: np.ndarray, rows: Sequence[Sequence[Any]], vectors: np.ndarray) -> None:
         self.version += 1
@@ -232,6 +246,94 @@ class UserMatrix:
             self.times[name][positions] = _times(columns[_TIME_OFFSET + offset])
         self.reflected[positions] = columns[9]
         self.updated[positions] = columns[10]
+        if self.graph is not None:
+            self.graph.put(self.row_ids[positions], vectors)
+        if self._graph_pending is not None:
+            self._graph_pending.extend(self.row_ids[positions].tolist())
+
+    # ---- the approximate index --------------------------------------------------------------
+
+    def _drop_graph(self) -> None:
+        self.graph = None
+        self._graph_pending = None
+        self._generation += 1
+
+    def _ensure_graph(self) -> None:
+        """Start building the graph when this matrix wants one and has none (the caller holds
+        `lock`): here for a small matrix, else on a background thread (exact search meanwhile)."""
+        if self.ann is None or self.graph is not None or self._graph_pending is not None or not self.ann.wanted(self.size):
+            return
+        self._graph_pending = []
+        inline = inline_build(self.size)
+        generation = self._generation
+        self.ann.start(id(self), lambda: self._build_or_give_up(generation, inline), inline)
+
+    def _build_or_give_up(self, generation: int, inline: bool) -> None:
+        try:
+            self._build_graph(generation, inline)
+        except Exception as error:  # no usearch, or a broken one: exact search answers, as below the threshold
+            with _held(self.lock, not inline):
+                if self._generation == generation:
+                    self._graph_pending = None
+                    assert self.ann is not None
+                    self.ann.failed(self.dimension, error)
+
+    def _build_graph(self, generation: int, inline: bool) -> None:
+        """Copy the rows into a new graph a chunk at a time (holding `lock` only to copy one,
+        unless `inline`: then the caller holds it), then, under `lock`, put in the rows changed
+        meanwhile and take the graph, unless the rows were replaced wholesale since."""
+        graph = AnnGraph(self.dimension)
+        start = 0
+        chunk = 2048  # the lock is taken once a chunk, and a closing store waits for at most one
+        while True:
+            with _held(self.lock, not inline):
+                if self._generation != generation:
+                    return  # the rows were replaced: a later search builds from them
+                if self.ann is not None and self.ann.closing:
+                    self._graph_pending = None
+                    return
+                row_ids = self.row_ids[start : min(start + chunk, self.size)].copy()
+                vectors = self.vectors[start : start + len(row_ids)].copy()
+            if len(row_ids) == 0:
+                break
+            graph.put(row_ids, vectors)
+            start += len(row_ids)
+        with _held(self.lock, not inline):
+            if self._generation != generation:
+                return
+            pending = sorted(set(self._graph_pending or ()))
+            present = [row_id for row_id in pending if row_id in self._position]
+            for row_id in set(pending) - set(present):
+                graph.remove(row_id)
+            if present:
+                graph.put(np.array(present, dtype=np.int64), self.vectors[[self._position[row_id] for row_id in present]])
+            self.graph = graph
+            self._graph_pending = None
+
+    def _approximate(self, query: np.ndarray, mask: np.ndarray | None, top_k: int) -> list[tuple[int, float]] | None:
+        """`nearest` through the graph: candidates from it, kept by `mask`, scored exactly; None
+        when exact search should answer (no graph yet, a filter keeping few rows, too few survivors)."""
+        if self.ann is None or not self.ann.wanted(self.size):
+            return None
+        self._ensure_graph()
+        graph = self.graph
+        kept = self.size if mask is None else int(np.count_nonzero(mask))
+        if graph is None or kept == 0 or top_k <= 0:
+            return None
+        count = min(fetch_count(top_k, kept / self.size), self.size)
+        if kept < min(self.ann.min_rows, 16 * count):
+            return None  # scoring the few rows the filter keeps is as cheap as walking the graph
+        positions = np.fromiter(
+            (self._position.get(row_id, -1) for row_id in graph.candidates(query, count).tolist()), dtype=np.int64
+        )
+        positions = positions[positions >= 0]
+        if mask is not None:
+            positions = positions[mask[positions]]
+        if positions.size < min(top_k, kept):
+            return None  # the filter dropped more than the over-fetch allowed for
+        scores = _cosines(self.vectors[positions], query)
+        best = np.argsort(-scores, kind="stable")[:top_k]
+        return list(zip(self.row_ids[positions[best]].tolist(), scores[best].tolist(), strict=True))
 
     def mask(self, memory_filter: MemoryFilter, allowed_row_ids: Sequence[int] | None) -> np.ndarray | None:
         """Rows the filter keeps (the user is implied), or None when it keeps them all."""
@@ -286,6 +388,9 @@ class UserMatrix:
         size = self.size
         if mask is not None and mask.all():
             mask = None  # the common filter keeps every row: skip gathering them
+        approximate = self._approximate(query, mask, top_k)
+        if approximate is not None:
+            return approximate
         if mask is None:
             candidates = None
             scores = _cosines(self.vectors[:size], query)
@@ -301,6 +406,15 @@ class UserMatrix:
         best = best[np.argsort(-scores[best], kind="stable")]
         positions = best if candidates is None else candidates[best]
         return list(zip(self.row_ids[positions].tolist(), scores[best].tolist(), strict=True))
+
+
+@contextmanager
+def _held(lock: threading.Lock, take: bool) -> Iterator[None]:
+    if not take:
+        yield
+        return
+    with lock:
+        yield
 
 
 def _where(rows: Sequence[Sequence[Any]], keep: np.ndarray) -> list[Sequence[Any]]:
@@ -398,10 +512,12 @@ def _reload(connection: sqlite3.Connection, matrix: UserMatrix, user_name: str) 
 class MatrixCache:
     """The matrices of the most recently searched users (least recently used dropped first)."""
 
-    def __init__(self, dimension: Callable[[], int], max_users: int) -> None:
+    def __init__(self, dimension: Callable[[], int], max_users: int, ann: AnnSettings | None = None) -> None:
         """`dimension`: the store's vector size, asked when a first matrix is made (a dense
-        search has its query vector by then, so the size is known without a model call)."""
+        search has its query vector by then, so the size is known without a model call).
+        `ann`: when a matrix keeps an approximate index (`_sqlite_ann`)."""
         self._dimension = dimension
+        self.ann = ann
         self._max_users = max_users
         self._matrices: OrderedDict[str, UserMatrix] = OrderedDict()
         self._lock = threading.Lock()
@@ -410,7 +526,7 @@ class MatrixCache:
         with self._lock:
             matrix = self._matrices.get(user_name)
             if matrix is None:
-                matrix = self._matrices[user_name] = UserMatrix(self._dimension())
+                matrix = self._matrices[user_name] = UserMatrix(self._dimension(), self.ann)
                 while len(self._matrices) > self._max_users:
                     self._matrices.popitem(last=False)
             else:

@@ -5,6 +5,8 @@
   transaction (a batch lands whole or not at all), one connection per thread.
 - Dense search: per-user float32 matrices in memory (`_sqlite_cache`), kept current through a
   trigger-filled change log, so writes from any process are seen by the next search.
+  Past `ann_min_memories` a user's matrix also keeps an approximate HNSW index (`_sqlite_ann`,
+  `usearch`): candidates from it, filtered and scored exactly from the matrix.
 - Keyword search: FTS5 `bm25()` over `memoryscope.text.keyword_text` (the words every store
   indexes: stemmed, jieba for Chinese), each word prefixed with the user's slot so posting lists
   and word frequencies are the user's own, in a per-user rowid range (`_sqlite_keyword`). For a
@@ -47,6 +49,7 @@ from memoryscope.progress import Progress
 from memoryscope.stores import _sqlite_history as history
 from memoryscope.stores import _sqlite_leases as leases
 from memoryscope.stores import _sqlite_state as state
+from memoryscope.stores._sqlite_ann import AnnSettings, ann_problems
 from memoryscope.stores._sqlite_bm25 import MemoryWords
 from memoryscope.stores._sqlite_cache import MatrixCache
 from memoryscope.stores._sqlite_connections import SqliteConnections, check_store, file_problems
@@ -120,6 +123,7 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
         matrix_snapshot_from: int = 5_000,
         node_cache_size: int = 20_000,
         keyword_in_memory_from: int = 5_000,
+        ann_min_memories: int = 50_000,
         allow_model_change: bool = False,
     ) -> None:
         """`allow_model_change` (not a YAML key): open a file whose vectors another embedding
@@ -142,6 +146,7 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
             matrix_snapshot_from=matrix_snapshot_from,
             node_cache_size=node_cache_size,
             keyword_in_memory_from=keyword_in_memory_from,
+            ann_min_memories=ann_min_memories,
         )
         self.params = params
         self.path = params.path
@@ -153,7 +158,8 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
         self._dimension: int | None = None if known is None else int(known)
         self._dimension_lock = threading.Lock()
         self._connections = SqliteConnections(self.path, params.busy_timeout_s)
-        self._cache = MatrixCache(lambda: self.dimension, params.cache_max_users)
+        self._ann = AnnSettings(params.ann_min_memories)
+        self._cache = MatrixCache(lambda: self.dimension, params.cache_max_users, self._ann)
         self._words = KeywordIndex()
         self._nodes = NodeCache(params.node_cache_size)
         self._snapshots = SnapshotWriter(self._connections, params.matrix_snapshot_from)
@@ -192,6 +198,7 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
         ~0.3 s instead of ~1.5 s; saving it took ~6 s here, beside the import's minutes of
         embedding). A few writes leave that to the next search."""
         self._leave_snapshots()
+        self._ann.close()
         self._searcher.close()
         self._connections.close()
         self._cache.clear()
@@ -217,8 +224,10 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
 
     def wait_for_background(self) -> None:
         """Until what this store builds on background threads (matrix snapshots, keyword posting
-        lists) is done; searches are right meanwhile, only slower: for benchmarks and tests."""
+        lists, approximate vector indexes) is done; searches are right meanwhile, only slower:
+        for benchmarks and tests."""
         self._searcher.wait_for_background()
+        self._ann.wait()
 
     @property
     def recorded_embedding(self) -> tuple[str, int]:
@@ -487,7 +496,7 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
                 self._connections, name, self.dimension, self._passage_vectors, batch_size, progress or Progress()
             )
         self._recorded = (name, self.dimension)
-        self._cache.clear()
+        self._cache.clear()  # and with the matrices their approximate indexes: built again from the new vectors
         self._nodes.clear()
         return count
 
@@ -496,10 +505,16 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
     def check(self, *, full: bool = True) -> dict[str, list[str]]:
         """Every problem in the file, by what was checked ("file": SQLite's `integrity_check`, or
         `quick_check` unless `full`; "memories": each row decodes; "vectors": each has the store's
-        dimension; "keyword index": agrees with the rows). Empty lists: nothing wrong."""
+        dimension; "keyword index": agrees with the rows; "approximate index", when
+        `ann_min_memories` is on: `usearch` builds and searches a test graph of that dimension
+        (the real ones live in memory, built from the rows, so none can be stale or damaged on
+        disk)). Empty lists: nothing wrong."""
         with self._connections.errors():
             dimension = self._recorded[1] if self._dimension is None else self._dimension  # no model call to check a file
-            return check_store(self._connections.connection(), self.path, dimension, full=full)
+            report = check_store(self._connections.connection(), self.path, dimension, full=full)
+        if self.params.ann_min_memories > 0:
+            report["approximate index"] = ann_problems(dimension)
+        return report
 
     def reach(self) -> tuple[str, bool]:
         """The file opened (which takes a write lock) and its folder writable (SQLite keeps its

@@ -155,6 +155,16 @@ def test_scale_writes_its_contract(tmp_path: Path) -> None:
     assert result["crowd"]["crowded"]["memories_total"] == 600
 
 
+def test_scale_measures_the_approximate_index_against_exact_search(tmp_path: Path) -> None:
+    out = tmp_path / "scale-ann.json"
+    _run("scale", "--sizes", "300", "--queries", "10", "--ann", "on", "--vectors", "clustered", "--out", str(out))
+    result = json.loads(out.read_text(encoding="utf-8"))
+    assert (result["ann"], result["vectors"]) == ("on", "clustered")
+    ann = result["sizes"]["300"]["ann"]
+    assert ann["setting"] == "on" and 0.9 <= ann["recall_at_50"] <= 1.0 and ann["recall_at_50_min"] <= ann["recall_at_50"]
+    assert ann["build"]["build_s"] > 0 and ann["build"]["graph_mb"] > 0
+
+
 def test_ingest_writes_its_result(tmp_path: Path) -> None:
     out = tmp_path / "ingest.json"
     _run("ingest", "--turns", "16", "--batch", "8", "--repeats", "1", "--out", str(out))

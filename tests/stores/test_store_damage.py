@@ -216,7 +216,7 @@ def test_a_damaged_file_is_refused_on_open_with_what_to_do(big_file: Path, embed
 
 
 def test_a_healthy_file_opens_and_checks_clean(filled: tuple[Path, list[str]], reopened: SqliteMemoryStore) -> None:
-    assert reopened.check(full=True) == {"file": [], "memories": [], "vectors": [], "keyword index": []}
+    assert reopened.check(full=True) == {"file": [], "memories": [], "vectors": [], "keyword index": [], "approximate index": []}
     assert reopened.check(full=False)["file"] == []
 
 
