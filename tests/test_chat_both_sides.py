@@ -24,6 +24,8 @@ from memoryscope.stores.base import MemoryFilter
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 from memoryscope.transfer import export_memories
 
+pytestmark = pytest.mark.slow  # whole chats through the fake model; `-m "not slow"` leaves it out
+
 SHANGHAI = timezone(timedelta(hours=8))
 T0 = datetime(2024, 10, 26, 21, 26, 20, tzinfo=SHANGHAI)
 LLM_ENV = ("MEMORYSCOPE_LLM_API_BASE", "MEMORYSCOPE_LLM_API_KEY", "MEMORYSCOPE_LLM_MODEL")

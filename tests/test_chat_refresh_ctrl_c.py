@@ -17,6 +17,8 @@ from test_terminal import FakeReadline, Screen
 from memoryscope.terminal import Terminal
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 
+pytestmark = pytest.mark.slow  # the chat on a terminal; `-m "not slow"` leaves it out
+
 
 @pytest.fixture
 def server() -> FakeOpenAIServer:

@@ -24,6 +24,8 @@ from memoryscope.models.base import ChatMessage, GenerationModel
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 from memoryscope.worker import Worker, register_worker
 
+pytestmark = pytest.mark.slow  # the command-line chat run whole; `-m "not slow"` leaves it out
+
 LLM_ENV = ("MEMORYSCOPE_LLM_API_BASE", "MEMORYSCOPE_LLM_API_KEY", "MEMORYSCOPE_LLM_MODEL")
 
 

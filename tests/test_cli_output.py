@@ -13,6 +13,8 @@ import pytest
 from memoryscope.app import MemoryScope
 from memoryscope.cli import main
 
+pytestmark = pytest.mark.slow  # commands run whole; `-m "not slow"` leaves it out
+
 LLM_ENV = ("MEMORYSCOPE_LLM_API_BASE", "MEMORYSCOPE_LLM_API_KEY", "MEMORYSCOPE_STORE_PATH")
 
 

@@ -30,7 +30,10 @@ from memoryscope.stores.base import MemoryFilter
 from memoryscope.testing.consolidation_script import ConsolidationScript
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 
-pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGKILL") or not Path("/proc/self/stat").exists(), reason="Linux")
+pytestmark = [
+    pytest.mark.skipif(not hasattr(signal, "SIGKILL") or not Path("/proc/self/stat").exists(), reason="Linux"),
+    pytest.mark.slow,  # processes started and killed; `-m "not slow"` leaves it out
+]
 
 TALK = {"I live in Hangzhou": ("ann lives in Hangzhou", "Hangzhou"), "I play the guitar": ("ann plays the guitar", "guitar")}
 EVENING = datetime(2024, 10, 26, 13, 0, tzinfo=timezone.utc)

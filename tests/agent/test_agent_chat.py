@@ -18,6 +18,8 @@ from memoryscope.errors import ConfigError
 from memoryscope.memory import MemoryType
 from memoryscope.testing.fake_openai import FakeOpenAIServer, FakeToolCalls
 
+pytestmark = pytest.mark.slow  # agent turns through the fake model; `-m "not slow"` leaves it out
+
 USER = "ann"
 
 

@@ -32,6 +32,8 @@ from memoryscope.models.rank.bge_rank import BgeRank
 from memoryscope.testing.fake_openai import FakeOpenAIServer
 from memoryscope.worker import Worker, WorkerParams, register_worker
 
+pytestmark = pytest.mark.slow  # every model class over HTTP; `-m "not slow"` leaves it out
+
 KEY_ENV = "MEMORYSCOPE_LEAK_TEST_KEY"
 LONG_KEY = "sk-leak-7f3a9c2e41d8b6f05e7c3a91"
 SECRET_PART = LONG_KEY[8:20]  # a stretch of the key that no scrubbed text may contain, cut short or not

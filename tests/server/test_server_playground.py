@@ -20,6 +20,8 @@ from memoryscope.server.access import ApiKey, KeyRing
 from memoryscope.server.config_view import REDACTED, describe_config, redacted
 from memoryscope.server.routes_playground import ASSETS
 
+pytestmark = pytest.mark.slow  # the playground's routes over a served app; `-m "not slow"` leaves it out
+
 
 def digest(key: str) -> bytes:
     return hashlib.sha256(key.encode()).digest()

@@ -20,6 +20,8 @@ from memoryscope.stores.metadata import MetadataCondition
 from memoryscope.stores.sqlite_store import SqliteMemoryStore
 from memoryscope.testing.store_contract import BASE_TIME, StoreContract, make_node
 
+pytestmark = pytest.mark.slow  # approximate indexes built, the store contract again; `-m "not slow"` leaves it out
+
 
 @pytest.fixture
 def store(tmp_path: Path, embedding_model: LocalEmbedding) -> Iterator[SqliteMemoryStore]:

@@ -21,6 +21,8 @@ from memoryscope.stores.base import MemoryFilter, SearchMode
 from memoryscope.stores.sqlite_store import SqliteMemoryStore
 from memoryscope.testing.store_contract import make_node, unit_vectors
 
+pytestmark = pytest.mark.slow  # damaged files opened and checked; `-m "not slow"` leaves it out
+
 ANN = MemoryFilter("ann")
 CONTENTS = ("Ann likes green tea", "Ann plays the guitar", "Ann has a cat named Miso")
 

@@ -33,6 +33,8 @@ from memoryscope.workers.long_contra_repeat import parse_judgments
 from memoryscope.workers.rewrite_query import parse_rewrite
 from memoryscope.workers.update_insight import parse_values
 
+pytestmark = pytest.mark.slow  # every answer form of every prompt; `-m "not slow"` leaves it out
+
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 SAID = datetime(2024, 10, 26, 21, 26, 20, tzinfo=SHANGHAI)  # a Saturday
 LAST_YEAR = datetime(2023, 5, 1, 20, 0, tzinfo=SHANGHAI)

@@ -21,6 +21,8 @@ from memoryscope.testing.fake_openai import FakeOpenAIServer
 from memoryscope.workers._insight import insight_id
 from memoryscope.workers.update_insight import parse_values
 
+pytestmark = pytest.mark.slow  # reflection runs through the fake model; `-m "not slow"` leaves it out
+
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 Make = Callable[..., MemoryNode]
 
