@@ -31,7 +31,7 @@ from memoryscope.app import MemoryScope
 from memoryscope.config import load_config
 from memoryscope.stores.base import MemoryFilter
 
-__all__ = ["retrieve_at_size", "MEASURED_USER", "TARGET_MS"]
+__all__ = ["fill_store", "retrieve_at_size", "MEASURED_USER", "TARGET_MS"]
 
 MEASURED_USER = "measured-user"
 TARGET_MS = 3.0  # HTTP p95 may exceed the in-process p95 by this much
@@ -41,18 +41,7 @@ _WARMUP_QUERIES = 5
 def retrieve_at_size(config_name: str, folder: Path, size: int, queries_timed: int, seed: int, timeout: float) -> dict[str, Any]:
     """The timings described above, their p95 difference and whether it meets `TARGET_MS`."""
     config = server_config(config_name, folder, llm_url=None)
-    users = [(MEASURED_USER, size)] + [(f"other-{i}", size // 16) for i in range(4) if size // 16]
-    rng = np.random.default_rng(seed)
-    text = SyntheticText(seed=seed)
-    with MemoryScope(str(config)) as scope:
-        store: Any = scope.store
-        progress = Progress("retrieve_10k: insert", sum(count for _, count in users), "memories")
-        for user, count in users:
-            for start in range(0, count, 2000):
-                batch = min(2000, count - start)
-                store.upsert(synthetic_nodes(user, text.sentences(batch, rng), rng), vectors=unit_vectors(batch, 384, rng))
-                progress.advance(batch)
-        progress.close()
+    text = fill_store(config, size, seed, "retrieve_10k: insert")
     count = queries_timed + _WARMUP_QUERIES
     queries = text.queries(count, np.random.default_rng(seed + 1))
     embedder = HashEmbedding()
@@ -117,7 +106,7 @@ def retrieve_at_size(config_name: str, folder: Path, size: int, queries_timed: i
     pieces = {"user_count": found.pop("route_user_count"), "serialize": found.pop("route_serialize")}
     return {
         "user_memories": size,
-        "store_total": sum(count for _, count in users),
+        "store_total": size + 4 * (size // 16),
         "queries_timed": queries_timed,
         "top_k": top_k,
         "http_ms": found["http"],
@@ -148,3 +137,22 @@ def _timed(call: Any) -> float:
     started = time.perf_counter()
     call()
     return time.perf_counter() - started
+
+
+def fill_store(config: Path, size: int, seed: int, label: str) -> SyntheticText:
+    """`size` synthetic memories for `MEASURED_USER` and a sixteenth as many for each of four
+    others, written straight to the store of `config` (hash-free random vectors); returns the
+    text generator, to draw the queries from."""
+    users = [(MEASURED_USER, size)] + [(f"other-{i}", size // 16) for i in range(4) if size // 16]
+    rng = np.random.default_rng(seed)
+    text = SyntheticText(seed=seed)
+    with MemoryScope(str(config)) as scope:
+        store: Any = scope.store
+        progress = Progress(label, sum(count for _, count in users), "memories")
+        for user, count in users:
+            for start in range(0, count, 2000):
+                batch = min(2000, count - start)
+                store.upsert(synthetic_nodes(user, text.sentences(batch, rng), rng), vectors=unit_vectors(batch, 384, rng))
+                progress.advance(batch)
+        progress.close()
+    return text

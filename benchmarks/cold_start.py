@@ -26,14 +26,12 @@ from typing import Any
 import httpx
 import numpy as np
 
-from benchmarks._common import Progress
 from benchmarks._serve_processes import REPO, _environment, _free_port, code_version, server_config
-from benchmarks._synthetic import BASE_TIME, SyntheticText, synthetic_nodes, unit_vectors
-from memoryscope.app import MemoryScope
+from benchmarks._serve_retrieve import MEASURED_USER, fill_store
+from benchmarks._synthetic import BASE_TIME, SyntheticText
 
 __all__ = ["main"]
 
-MEASURED_USER = "measured-user"
 TARGET_S = 2.0
 _POLL_S = 0.01
 
@@ -77,18 +75,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _fill(config: Path, size: int, seed: int) -> None:
-    users = [(MEASURED_USER, size)] + [(f"other-{i}", size // 16) for i in range(4) if size // 16]
-    rng = np.random.default_rng(seed)
-    text = SyntheticText(seed=seed)
-    with MemoryScope(str(config)) as scope:
-        store: Any = scope.store
-        progress = Progress("cold_start: insert", sum(count for _, count in users), "memories")
-        for user, count in users:
-            for start in range(0, count, 2000):
-                batch = min(2000, count - start)
-                store.upsert(synthetic_nodes(user, text.sentences(batch, rng), rng), vectors=unit_vectors(batch, 384, rng))
-                progress.advance(batch)
-        progress.close()
+    fill_store(config, size, seed, "cold_start: insert")
 
 
 def _one_start(config: Path, folder: Path, query: str) -> dict[str, Any]:
