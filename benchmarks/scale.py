@@ -12,7 +12,8 @@ search(es) the retrieve worker makes (same filter, mode and top_k). Reported: p5
 their ratio (`overhead_ratio`, from the p50s), insert throughput, disk size, process RSS; the
 store search stage by stage (`store_search_stages_ms`: filter masks, dense, keyword, fusion,
 loading nodes); and the cold start (`cold_start`): the file opened again by a new MemoryScope and
-its first `retrieve_memory` timed, with its ratio to the warm p95; for `sqlite_memory_store` whether
+its first `retrieve_memory` timed, with its ratio to the warm p95 (with an approximate index,
+also the seconds until it is ready again and whether it was loaded from its saved file); for `sqlite_memory_store` whether
 its keyword ranking from memory gives the same results as FTS5 (`same_as_fts5`); with
 `--reindex`, a keyword re-index of each file and its longest transaction (`keyword_reindex`).
 
@@ -170,8 +171,9 @@ def _print_summary(result: dict[str, Any]) -> None:
             [label]
             + [f"{stages[name]['p50']:.2f}/{stages[name]['p95']:.2f}" if name in stages else "-" for name in stage_names]
             + [cold.get("open_ms", "-"), cold.get("first_retrieve_ms", "-"), cold.get("first_to_warm_p95", "-")]
+            + [f"{cold['index_ready_s']} ({cold['index_source']})" if "index_ready_s" in cold else "-"]
         )
-    print_table(["user size", *stage_names, "open ms", "cold retrieve ms", "cold / warm p95"], rows)
+    print_table(["user size", *stage_names, "open ms", "cold retrieve ms", "cold / warm p95", "index ready s"], rows)
     compared = [(label, values["same_as_fts5"]) for label, values in cases if values.get("same_as_fts5")]
     if compared:
         print("\nthe same searches with every keyword search left to FTS5: identical results (share), ids in common")

@@ -34,11 +34,14 @@ import math
 import os
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-__all__ = ["ANN_PROBLEM", "AnnGraph", "AnnSettings", "ann_problems"]
+if TYPE_CHECKING:  # a type only: `_sqlite_ann_files` imports this module
+    from memoryscope.stores._sqlite_ann_files import GraphFiles
+
+__all__ = ["ANN_PROBLEM", "AnnGraph", "AnnSettings", "ann_problems", "graph_settings"]
 
 _log = logging.getLogger(__name__)
 
@@ -61,8 +64,9 @@ ANN_PROBLEM = (
 class AnnSettings:
     """When a user's matrix gets a graph: `min_rows` memories or more (0: never)."""
 
-    def __init__(self, min_rows: int) -> None:
+    def __init__(self, min_rows: int, files: GraphFiles | None = None) -> None:
         self.min_rows = min_rows
+        self.files = files  # where graphs built on the background thread are saved and loaded from; None: nowhere
         self._broken = False
         self.closing = False  # set by `close`: a build under way stops at its next chunk
         self._building: set[int] = set()
@@ -128,11 +132,22 @@ def _threads() -> int:
     return max(1, min(4, (os.cpu_count() or 2) - 1))
 
 
+def graph_settings() -> dict[str, Any]:
+    """What a saved graph must have been built with to be loaded (`_sqlite_ann_files`)."""
+    from usearch import __version__  # imported when first needed, as `_index` does
+
+    return {"connectivity": _CONNECTIVITY, "expansion_add": _EXPANSION_ADD, "dtype": "i8", "metric": "ip", "usearch": __version__}
+
+
 class AnnGraph:
     """The HNSW graph of one user's vectors, keyed by row id. Not thread-safe: the matrix's lock guards it."""
 
     def __init__(self, dimension: int) -> None:
         self._index = _index(dimension)
+        # rows removed since it was made: usearch keeps a removed vector's slot, so a graph with
+        # any may hold a deleted memory's vector and is not saved (`_sqlite_ann_files`)
+        self.removed = 0
+        self.loaded = False  # True when read from a saved file rather than built from rows
 
     def __len__(self) -> int:
         return len(self._index)
@@ -149,6 +164,16 @@ class AnnGraph:
 
     def remove(self, row_id: int) -> None:
         self._index.remove(int(row_id))
+        self.removed += 1
+
+    def save(self, path: os.PathLike[str]) -> None:
+        self._index.save(os.fspath(path))
+
+    def load(self, path: os.PathLike[str]) -> None:
+        """Replace this graph with the one saved at `path` (read whole into memory)."""
+        self._index.load(os.fspath(path))
+        self._index.expansion_search = _EXPANSION_SEARCH
+        self.loaded = True
 
     def candidates(self, query: np.ndarray, count: int) -> np.ndarray:
         """The row ids of about the `count` rows nearest `query`, as int64."""

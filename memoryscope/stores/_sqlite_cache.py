@@ -24,7 +24,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from memoryscope.stores._sqlite_ann import AnnGraph, AnnSettings, fetch_count, i
 from memoryscope.stores._sqlite_schema import PRUNED_THROUGH_SQL, TIME_FIELDS, time_bounds
 from memoryscope.stores._sqlite_snapshot import SnapshotWriter, far_behind
 from memoryscope.stores.base import MemoryFilter
+
+if TYPE_CHECKING:  # a type only: `_sqlite_ann_files` imports `_sqlite_snapshot`, as this module does
+    from memoryscope.stores._sqlite_ann_files import GraphFiles
 
 __all__ = ["VECTOR_ADVICE", "MatrixCache", "UserMatrix", "vector_damage"]
 
@@ -89,10 +92,12 @@ class UserMatrix:
     reflected: np.ndarray
     updated: np.ndarray
 
-    def __init__(self, dimension: int, ann: AnnSettings | None = None) -> None:
+    def __init__(self, dimension: int, ann: AnnSettings | None = None, user_name: str = "") -> None:
         self.dimension = dimension
+        self.user_name = user_name  # whose rows: names the user's saved graph (`_sqlite_ann_files`)
         self.ann = ann  # when this matrix keeps an approximate index (`_sqlite_ann`); None: never
         self.graph: AnnGraph | None = None  # the approximate index of the rows, once built
+        self.graph_source = ""  # how the graph came: "built" from the rows, or "loaded" from its saved file
         self._graph_pending: list[int] | None = None  # rows changed while a graph is being built
         self._generation = 0  # bumped when the rows are replaced wholesale: a graph being built is dropped
         self.lock = threading.Lock()  # held while refreshing or reading, so a search sees one state
@@ -279,36 +284,98 @@ class UserMatrix:
                     self.ann.failed(self.dimension, error)
 
     def _build_graph(self, generation: int, inline: bool) -> None:
-        """Copy the rows into a new graph a chunk at a time (holding `lock` only to copy one,
-        unless `inline`: then the caller holds it), then, under `lock`, put in the rows changed
-        meanwhile and take the graph, unless the rows were replaced wholesale since."""
-        graph = AnnGraph(self.dimension)
+        """Load the user's saved graph, or copy the rows into a new one a chunk at a time
+        (holding `lock` only to copy one, unless `inline`: then the caller holds it); then,
+        under `lock`, put in the rows changed meanwhile and take the graph, unless the rows were
+        replaced wholesale since. A graph built here on the background thread is saved first."""
+        files = None if inline or self.ann is None else self.ann.files
+        graph = self._saved_graph(files, generation) if files is not None else None
+        built = graph is None
+        if graph is None:
+            graph = AnnGraph(self.dimension)
+            if not self._copy_rows_into(graph, generation, inline):
+                return
+        with _held(self.lock, not inline):
+            if self._generation != generation:
+                return
+            self._catch_up(graph)
+            if not built or files is None or graph.removed or len(graph) != self.size:
+                self._take(graph)
+                return
+            seq = self.seq  # the graph holds exactly the rows of this position; changes from now on wait in pending
+            self._graph_pending = []
+        try:
+            files.save(self.user_name, graph, seq, self.dimension)
+        except Exception as error:  # saving only spares the next process a build: this one goes on
+            _log.warning(
+                "could not save the approximate index of user %r (%s); the next process builds it again", self.user_name, error
+            )
+        with _held(self.lock, not inline):
+            if self._generation == generation:
+                self._catch_up(graph)
+                self._take(graph)
+
+    def _copy_rows_into(self, graph: AnnGraph, generation: int, inline: bool) -> bool:
+        """Copy every row into `graph`, a chunk at a time; False when the build should stop."""
         start = 0
         chunk = 2048  # the lock is taken once a chunk, and a closing store waits for at most one
         while True:
             with _held(self.lock, not inline):
                 if self._generation != generation:
-                    return  # the rows were replaced: a later search builds from them
+                    return False  # the rows were replaced: a later search builds from them
                 if self.ann is not None and self.ann.closing:
                     self._graph_pending = None
-                    return
+                    return False
                 row_ids = self.row_ids[start : min(start + chunk, self.size)].copy()
                 vectors = self.vectors[start : start + len(row_ids)].copy()
             if len(row_ids) == 0:
-                break
+                return True
             graph.put(row_ids, vectors)
             start += len(row_ids)
-        with _held(self.lock, not inline):
-            if self._generation != generation:
-                return
-            pending = sorted(set(self._graph_pending or ()))
-            present = [row_id for row_id in pending if row_id in self._position]
-            for row_id in set(pending) - set(present):
-                graph.remove(row_id)
-            if present:
-                graph.put(np.array(present, dtype=np.int64), self.vectors[[self._position[row_id] for row_id in present]])
-            self.graph = graph
+
+    def _saved_graph(self, files: GraphFiles, generation: int) -> AnnGraph | None:
+        """The user's saved graph, with the rows the log names between its position and this
+        matrix's queued to be put again (`_catch_up`); None when there is none worth catching up."""
+        loaded = files.load(self.user_name, self.dimension)
+        if loaded is None:
+            return None
+        graph, saved_seq = loaded
+        with self.lock:
+            seq = self.seq
+        changed = files.changed_between(self.user_name, saved_seq, seq)
+        if changed is None or far_behind(len(changed), self.size):
+            return None  # built anew from the rows (and saved)
+        with self.lock:
+            if self._generation != generation or self._graph_pending is None:
+                return None
+            self._graph_pending.extend(changed)
+        return graph
+
+    def _catch_up(self, graph: AnnGraph) -> None:
+        """Put into `graph` the rows changed while it was made (the caller holds `lock`)."""
+        pending = sorted(set(self._graph_pending or ()))
+        present = [row_id for row_id in pending if row_id in self._position]
+        for row_id in set(pending) - set(present):
+            graph.remove(row_id)
+        if present:
+            graph.put(np.array(present, dtype=np.int64), self.vectors[[self._position[row_id] for row_id in present]])
+        self._graph_pending = []
+
+    def _take(self, graph: AnnGraph) -> None:
+        if len(graph) != self.size:  # a loaded graph that does not hold exactly the rows: built anew next time
+            _log.warning(
+                "the approximate index of user %r holds %d vectors for %d rows; it is built again",
+                self.user_name,
+                len(graph),
+                self.size,
+            )
             self._graph_pending = None
+            if self.ann is not None and self.ann.files is not None:
+                self.ann.files.forget([self.user_name])
+            return
+        self.graph = graph
+        self.graph_source = "loaded" if graph.loaded else "built"
+        self._graph_pending = None
 
     def _approximate(self, query: np.ndarray, mask: np.ndarray | None, top_k: int) -> list[tuple[int, float]] | None:
         """`nearest` through the graph: candidates from it, kept by `mask`, scored exactly; None
@@ -526,7 +593,7 @@ class MatrixCache:
         with self._lock:
             matrix = self._matrices.get(user_name)
             if matrix is None:
-                matrix = self._matrices[user_name] = UserMatrix(self._dimension(), self.ann)
+                matrix = self._matrices[user_name] = UserMatrix(self._dimension(), self.ann, user_name)
                 while len(self._matrices) > self._max_users:
                     self._matrices.popitem(last=False)
             else:

@@ -50,6 +50,7 @@ if TYPE_CHECKING:  # a type only: `_sqlite_connections` imports `_sqlite_cache`,
     from memoryscope.stores._sqlite_connections import SqliteConnections
 
 __all__ = [
+    "LEFT_SINCE_SQL",
     "CHUNK_ROWS",
     "MatrixMoved",
     "SnapshotWriter",
@@ -72,7 +73,7 @@ _SAVE_SQL = (
     "INSERT OR REPLACE INTO matrix_snapshot_files (user_name, seq, rows, dimension, names, file) VALUES (?, ?, ?, ?, ?, ?)"
 )
 # a row of the user changed after `seq` that is no longer the user's
-_LEFT_SINCE_SQL = """
+LEFT_SINCE_SQL = """
 SELECT 1 FROM memory_changes AS c
 WHERE c.user_name = ? AND c.seq > ?
   AND NOT EXISTS (SELECT 1 FROM memories AS m WHERE m.row_id = c.row_id AND m.user_name = c.user_name)
@@ -170,7 +171,7 @@ def write_snapshot(
         found = connection.execute("SELECT seq, file FROM matrix_snapshot_files WHERE user_name = ?", (user_name,)).fetchone()
         if found is not None and found[0] > seq:
             replaced = name  # a newer one is there: ours goes (one as new is replaced: it may be the damaged one)
-        elif connection.execute(_LEFT_SINCE_SQL, (user_name, seq)).fetchone() is not None:
+        elif connection.execute(LEFT_SINCE_SQL, (user_name, seq)).fetchone() is not None:
             # one of its rows was deleted (or moved to another user) after it was copied: a deleted
             # memory must not live on in a file. Checked under the write lock, so a later delete
             # finds this row and drops it.

@@ -6,7 +6,8 @@
 - Dense search: per-user float32 matrices in memory (`_sqlite_cache`), kept current through a
   trigger-filled change log, so writes from any process are seen by the next search.
   Past `ann_min_memories` a user's matrix also keeps an approximate HNSW index (`_sqlite_ann`,
-  `usearch`): candidates from it, filtered and scored exactly from the matrix.
+  `usearch`): candidates from it, filtered and scored exactly from the matrix. A graph built in
+  the background is saved beside the file and loaded by the next process (`_sqlite_ann_files`).
 - Keyword search: FTS5 `bm25()` over `memoryscope.text.keyword_text` (the words every store
   indexes: stemmed, jieba for Chinese), each word prefixed with the user's slot so posting lists
   and word frequencies are the user's own, in a per-user rowid range (`_sqlite_keyword`). For a
@@ -50,6 +51,7 @@ from memoryscope.stores import _sqlite_history as history
 from memoryscope.stores import _sqlite_leases as leases
 from memoryscope.stores import _sqlite_state as state
 from memoryscope.stores._sqlite_ann import AnnSettings, ann_problems
+from memoryscope.stores._sqlite_ann_files import GraphFiles
 from memoryscope.stores._sqlite_bm25 import MemoryWords
 from memoryscope.stores._sqlite_cache import MatrixCache
 from memoryscope.stores._sqlite_connections import SqliteConnections, check_store, file_problems
@@ -158,7 +160,8 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
         self._dimension: int | None = None if known is None else int(known)
         self._dimension_lock = threading.Lock()
         self._connections = SqliteConnections(self.path, params.busy_timeout_s)
-        self._ann = AnnSettings(params.ann_min_memories)
+        self._ann_files = GraphFiles(self._connections)
+        self._ann = AnnSettings(params.ann_min_memories, self._ann_files)
         self._cache = MatrixCache(lambda: self.dimension, params.cache_max_users, self._ann)
         self._words = KeywordIndex()
         self._nodes = NodeCache(params.node_cache_size)
@@ -451,9 +454,9 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
 
     def _delete_where(self, where: str, params: Sequence[Any], change: ChangeSource | None) -> int:
         """Delete the rows `where` matches, keeping in the history that they were deleted (and,
-        unless configured, forgetting what they said). Their users' matrix snapshots go too: a
-        snapshot holds the vectors as they were, and a deleted memory must not live on in one
-        (the next load of such a user reads the rows, and saves a new one)."""
+        unless configured, forgetting what they said). Their users' matrix snapshots and saved
+        approximate indexes go too: they hold the vectors as they were, and a deleted memory must
+        not live on in one (the next load of such a user reads the rows, and saves a new one)."""
         with self._connections.errors(), self._connections.write_transaction() as connection:
             deleted = [node_from_row(row) for row in connection.execute(f"{_SELECT_NODES} WHERE {where}", params).fetchall()]
             cursor = connection.execute(f"DELETE FROM memories WHERE {where}", params)
@@ -464,6 +467,7 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
             self._prune_change_log(connection)
             dropped = forget_snapshots(connection, {node.user_name for node in deleted})
         remove_snapshot_files(self.path, dropped)  # once the rows naming them are gone for good
+        self._ann_files.forget({node.user_name for node in deleted})  # and their saved graphs: see `_sqlite_ann_files`
         self._wrote(node.user_name for node in deleted)
         return cursor.rowcount
 
@@ -497,6 +501,7 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
             )
         self._recorded = (name, self.dimension)
         self._cache.clear()  # and with the matrices their approximate indexes: built again from the new vectors
+        self._ann_files.forget_all()  # the saved ones hold the former vectors
         self._nodes.clear()
         return count
 
@@ -506,14 +511,14 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
         """Every problem in the file, by what was checked ("file": SQLite's `integrity_check`, or
         `quick_check` unless `full`; "memories": each row decodes; "vectors": each has the store's
         dimension; "keyword index": agrees with the rows; "approximate index", when
-        `ann_min_memories` is on: `usearch` builds and searches a test graph of that dimension
-        (the real ones live in memory, built from the rows, so none can be stale or damaged on
-        disk)). Empty lists: nothing wrong."""
+        `ann_min_memories` is on: `usearch` builds and searches a test graph of that dimension, and
+        every saved graph matches its size and CRC-32 (a damaged one costs only time: its user's
+        next search builds it again from the rows, `_sqlite_ann_files`)). Empty lists: nothing wrong."""
         with self._connections.errors():
             dimension = self._recorded[1] if self._dimension is None else self._dimension  # no model call to check a file
             report = check_store(self._connections.connection(), self.path, dimension, full=full)
         if self.params.ann_min_memories > 0:
-            report["approximate index"] = ann_problems(dimension)
+            report["approximate index"] = ann_problems(dimension) + self._ann_files.problems(dimension)
         return report
 
     def reach(self) -> tuple[str, bool]:
