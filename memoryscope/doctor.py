@@ -11,9 +11,10 @@ one line per check (`ok`, `FAIL` with the reason and the fix, `skip`):
   SQLite's own `integrity_check` of the file, every row (each decodes), every vector (the
   store's dimension, finite numbers) and the keyword index (an entry for every memory, none
   left over) and, when `ann_min_memories` is on, the approximate vector index's package
-  (`usearch` builds and searches a test graph of the store's dimension; the indexes themselves
-  live in memory, built from the rows); for other stores every memory of every user is read and counted. A SQLite file
-  too damaged to open as a store gets SQLite's check alone.
+  (`usearch` builds and searches a test graph of the store's dimension) and every saved graph
+  (its size and CRC-32; a damaged one is rebuilt from the rows at its user's next search); for
+  other stores every memory of every user is read and counted. A SQLite file too damaged to
+  open as a store gets SQLite's check alone.
 
 Each problem names the memory and what to do; the exit status is 0 when nothing is wrong and 1
 when something is (2, from the command, for a bad config).

@@ -19,12 +19,13 @@ the rounding) and builds on several threads.
 Kept current with the matrix, under its lock: every row the matrix writes (a new memory, a new
 vector) is put into the graph, every row it drops is removed from it. A reload of the matrix
 (many changes at once, another process's re-embedding) drops the graph, and the next search
-builds a new one. The graph lives in memory only: it is built from the matrix (itself from the
-store, or its snapshot) on the first search of a user past the threshold, on a background thread
-for a large user (~30 s per 100k memories of dimension 384 on one thread, matrix load
-included; ~1.2 GB per million in memory), exact search answering meanwhile. So it is never
-stale on disk, never keeps a deleted memory's vector in a file, and a missing or damaged one
-cannot exist: it is always built from the store.
+builds a new one. The graph is built from the matrix (itself from the store, or its snapshot)
+on the first search of a user past the threshold, on a background thread for a large user
+(~30 s per 100k memories of dimension 384 on one thread, matrix load included; ~1.2 GB per
+million in memory), exact search answering meanwhile. One built on the background thread is
+saved beside the store file, and the next process loads it and catches it up with the change
+log (`_sqlite_ann_files`, which also says why a saved one is never stale, damaged or holding a
+deleted memory's vector when used).
 """
 
 from __future__ import annotations
