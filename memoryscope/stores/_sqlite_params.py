@@ -66,7 +66,8 @@ class SqliteStoreParams(HybridFusionSettings):
         "beside their matrix: dense search asks it for candidates, applies the filter to them exactly and scores "
         "them exactly (recall of the top 50 ≥ 0.99), instead of reading every vector. Built on the "
         "user's first search (on a background thread, exact search meanwhile; ~30 s per 100k memories on one "
-        "core), saved beside the file for the next process, kept current by every write. 0: never (always exact); 1: every user (for benchmarks and tests).",
+        "core), saved beside the file for the next process, kept current by every write. "
+        "0: never (always exact); 1: every user (for benchmarks and tests).",
     )
     change_log_retain: int = Field(
         default=50_000,
