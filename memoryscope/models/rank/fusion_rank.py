@@ -219,7 +219,7 @@ def _bm25(query: str, parsed: Sequence[tuple[dict[str, float], float]]) -> np.nd
                 columns.append(column[term])
                 found.append(document[term])
     counts = np.zeros((total, len(column)))
-    if rows:  # one numpy store for all: a store per count costs more than its Python loop
+    if rows:  # one numpy store for all the counts found
         counts[rows, columns] = found
     held = np.count_nonzero(counts, axis=0)
     idf = np.array([math.log(1.0 + (total - frequency + 0.5) / (frequency + 0.5)) for frequency in held.tolist()])
