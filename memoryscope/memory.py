@@ -210,7 +210,9 @@ class MemoryNode:
         query. (Why `MemoryNode` has no `__slots__`: copying slot by slot costs twice as much.)"""
         fields = self.__dict__.copy()
         fields["score"] = score
-        return node_of_checked_fields(fields)
+        node = _new_node(MemoryNode)  # `node_of_checked_fields`, inlined: ~240 copies a query
+        _set_attribute(node, "__dict__", fields)
+        return node
 
     @property
     def shown_time(self) -> datetime:

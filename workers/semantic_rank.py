@@ -51,8 +51,8 @@ class SemanticRankWorker(Worker):
                 raise ModelError(ranker.backend, ranker.model_name, ranker.endpoint, message)
         else:
             scores = _relative([node.score for node in candidates])
-        order = sorted(range(len(candidates)), key=scores.__getitem__, reverse=True)
-        ctx.ranked = tuple(candidates[index].with_score(float(scores[index])) for index in order[: self.params.top_k])
+        order = sorted(range(len(candidates)), key=scores.__getitem__, reverse=True)[: self.params.top_k]
+        ctx.ranked = tuple([candidates[index].with_score(float(scores[index])) for index in order])
 
 
 def _relative(scores: Sequence[float | None]) -> list[float]:

@@ -163,3 +163,34 @@ def test_a_query_never_waits_behind_a_long_input_on_its_own_engine() -> None:
         engine.release.set()
         long.join(10)
     assert len(engine.calls) == 4 and "tea?" not in [text for call in engine.calls for text in call]
+
+
+class _CountingTokenizer(_RecordingEngine):
+    """The real engine; records every text its tokenizer is asked to count."""
+
+    def __init__(self, engine: Any) -> None:
+        super().__init__(engine)
+        self.counted: list[str] = []
+
+    def token_count(self, text: str, is_query: bool = False) -> int:
+        self.counted.append(text)
+        return super().token_count(text, is_query)
+
+
+def test_a_query_is_counted_once() -> None:
+    """The cut counts a short query to see that it fits; the engine call's size reuses that count
+    (the tokenizer costs ~0.1-0.3 ms a query), and usage still records it."""
+    model = LocalEmbedding()
+    model._engine = engine = _CountingTokenizer(model._engine)
+    model.embed_query("What did Jon do after losing his job?")
+    assert engine.counted == ["What did Jon do after losing his job?"]
+    assert model.usage.prompt_tokens == engine.engine.token_count("What did Jon do after losing his job?", True)
+
+
+def test_a_cut_text_and_a_short_one_each_count_as_what_the_engine_is_given() -> None:
+    model = LocalEmbedding(LocalEmbedding.Params(max_input_tokens=64))
+    model._engine = engine = _CountingTokenizer(model._engine)
+    model.embed_passages([HEAD, "short"])
+    given = [model.capped(HEAD, is_query=False), "short"]
+    assert model.usage.prompt_tokens == sum(engine.engine.token_count(text, False) for text in given)
+    assert engine.counted.count("short") == 1

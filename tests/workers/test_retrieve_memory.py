@@ -14,6 +14,7 @@ from memoryscope.errors import ConfigError
 from memoryscope.memory import MemoryNode, MemoryStatus, MemoryType
 from memoryscope.stores.base import TimeRange
 from memoryscope.testing.builders import build_worker, make_env
+from memoryscope.workers.retrieve_memory import _best_first, _score, _unique
 
 Make = Callable[..., MemoryNode]
 SHANGHAI = ZoneInfo("Asia/Shanghai")
@@ -164,3 +165,31 @@ def test_memoryscope_0_1_params_load_and_bad_ones_are_named(store: Any) -> None:
         )
     with pytest.raises(ConfigError, match=r"worker\.retrieve_memory\.search_mode"):
         build_worker("retrieve_memory", {"search_mode": "fuzzy"}, env)
+
+
+@pytest.mark.parametrize(
+    ("scores", "ids", "kept"),
+    [
+        ([0.9, 0.5, 0.5, 0.1], "abcd", True),  # ties keep their order, as a stable sort would
+        ([0.9, 0.95, 0.1], "abc", False),  # a score rises
+        ([0.9, 0.5], "aa", False),  # the same memory twice
+        ([0.9, None], "ab", False),  # listed, not searched
+        ([0.9, float("nan"), 0.1], "abc", False),
+        ([], "", True),
+    ],
+)
+def test_hits_already_distinct_and_best_first_are_not_sorted_again(scores: list[float | None], ids: str, kept: bool) -> None:
+    """One search's hits come distinct and best first: the worker keeps them as they are, which is
+    what sorting them would give; anything else is sorted (and made distinct) as before."""
+    nodes = [MemoryNode("ann", f"memory {i}", memory_id=i, score=s) for i, s in zip(ids, scores, strict=True)]
+    assert _best_first(nodes) is kept
+    if kept:
+        assert sorted(_unique(nodes), key=_score, reverse=True) == nodes
+
+
+def test_two_searches_come_out_distinct_and_best_first(seeded: Any) -> None:
+    """Valid and expired memories are two searches: their hits are merged, best first."""
+    ctx = retrieve(seeded, {"retrieve_expired_top_k": 5}, query="what instrument do I play")
+    scores = [m.score for m in ctx.retrieved]
+    assert "user plays the violin" in {m.content for m in ctx.retrieved}  # the expired one
+    assert scores == sorted(scores, reverse=True) and len({m.memory_id for m in ctx.retrieved}) == len(scores)

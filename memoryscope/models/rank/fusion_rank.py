@@ -115,9 +115,13 @@ class FusionRank(RankModel):
         # In UTC, as stores decode times: a difference of two times of one zone object is plain
         # arithmetic, of two zones a call to each zone's offset (2-3x dearer).
         now = now.astimezone(timezone.utc)
-        ages = [(now - (memory.message_time or memory.created_at)).total_seconds() for memory in memories]
         scale = _SECONDS_PER_DAY * self.params.recency_half_life_days
-        return np.array([0.5 ** (age / scale) if age > 0 else 1.0 for age in ages])
+        return np.array(
+            [
+                0.5 ** (age / scale) if (age := (now - (memory.message_time or memory.created_at)).total_seconds()) > 0 else 1.0
+                for memory in memories
+            ]
+        )
 
 
 def _vector_scores(memories: Sequence[MemoryNode]) -> np.ndarray:
@@ -204,10 +208,19 @@ def _bm25(query: str, parsed: Sequence[tuple[dict[str, float], float]]) -> np.nd
     # holds one: most candidates share one word or none with the query, and a set intersection
     # per document is 2x cheaper than a lookup per term and document
     column = {term: index for index, term in enumerate(query_terms)}
-    counts = np.zeros((total, len(column)))
+    rows: list[int] = []
+    columns: list[int] = []
+    found: list[float] = []
     for row, (document, _) in enumerate(parsed):
-        for term in document.keys() & query_terms:
-            counts[row, column[term]] = document[term]
+        # most candidates share no term: a test without a new set, then the terms of the others
+        if not document.keys().isdisjoint(query_terms):
+            for term in document.keys() & query_terms:
+                rows.append(row)
+                columns.append(column[term])
+                found.append(document[term])
+    counts = np.zeros((total, len(column)))
+    if rows:  # one numpy store for all the counts found
+        counts[rows, columns] = found
     held = np.count_nonzero(counts, axis=0)
     idf = np.array([math.log(1.0 + (total - frequency + 0.5) / (frequency + 0.5)) for frequency in held.tolist()])
     norm = _BM25_K1 * (1.0 - _BM25_B + _BM25_B * np.array(lengths) / average_length)
