@@ -422,6 +422,7 @@ def test_vectors_mapped_from_a_snapshot_change_in_memory_never_in_the_file(
     with _store(path, embedding_model) as fresh:
         matrix = _searched_matrix(fresh)
         assert _mapped(matrix.vectors) and len(matrix.vectors) == 40 < len(matrix.row_ids)
+        assert matrix._positions is None  # row id -> row: not needed yet, made when first needed
         fresh.upsert([make_node("memory 3, said again", memory_id="m3")], vectors=unit_vectors(1, fresh.dimension, seed=41))
         assert _searched_matrix(fresh) is matrix and _mapped(matrix.vectors)  # a copy of the page, not of the matrix
         assert _rows(matrix) == _row_by_row(path, embedding_model.dimension)
