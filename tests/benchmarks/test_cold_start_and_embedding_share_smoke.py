@@ -56,5 +56,6 @@ def test_cold_start_fills_once_then_times_each_server_start(tmp_path: Path) -> N
         assert result["bytecode"] == bytecode
         [run] = result["runs"]
         assert 0 < run["healthz_s"] < run["first_search_s"] and run["memories"] == 10
+        assert 0 < run["healthz_cpu_s"] <= run["first_search_cpu_s"]
         assert result["first_search_s_median"] == run["first_search_s"] and result["met"] == (run["first_search_s"] <= 2.0)
         assert result["size"] == 200
