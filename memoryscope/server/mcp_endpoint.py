@@ -43,8 +43,7 @@ class McpEndpoint:
     def __init__(self, build: Callable[[], Any]) -> None:
         self._build = build  # () -> an MCP server whose session manager is made (imports the SDK)
         self.server: Any = None  # the MCP server, once built
-        self._events: tuple[anyio.Event, anyio.Event] | None = None  # (wanted, stopping) while the app runs
-        self._ready: anyio.Event | None = None
+        self._events: tuple[anyio.Event, anyio.Event] | None = None  # (wanted, ready) while the app runs
         self._handle: Callable[[Scope, Receive, Send], Any] | None = None
         self._failure: BaseException | None = None
 
@@ -78,11 +77,10 @@ class McpEndpoint:
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         """For the app's lifespan: the session manager runs in here, from the first request on."""
-        wanted, stopping = anyio.Event(), anyio.Event()
-        self._ready = anyio.Event()
+        wanted, ready, stopping = anyio.Event(), anyio.Event(), anyio.Event()
         async with anyio.create_task_group() as group:
-            group.start_soon(self._host, wanted, stopping)
-            self._events = (wanted, stopping)
+            group.start_soon(self._host, wanted, ready, stopping)
+            self._events = (wanted, ready)
             try:
                 yield
             finally:
@@ -90,10 +88,9 @@ class McpEndpoint:
                 stopping.set()
                 wanted.set()  # a host still waiting for its first request returns
 
-    async def _host(self, wanted: anyio.Event, stopping: anyio.Event) -> None:
-        ready = self._ready
-        if ready is None:  # `running` sets it before starting this task
-            return
+    async def _host(self, wanted: anyio.Event, ready: anyio.Event, stopping: anyio.Event) -> None:
+        """Once a request wants it: build the server unless given one, run its session manager
+        until `stopping`; `ready` either way (with `_handle` unset when it could not start)."""
         await wanted.wait()
         try:
             if not stopping.is_set():
@@ -118,10 +115,11 @@ class McpEndpoint:
         except ApiError as refused:
             await send_json_error(send, refused)
             return
-        events, ready = self._events, self._ready
-        if events is None or ready is None:
+        events = self._events
+        if events is None:
             raise RuntimeError("the MCP endpoint runs inside its app's lifespan: serve the app with uvicorn")
-        events[0].set()
+        wanted, ready = events
+        wanted.set()
         await ready.wait()
         if self._handle is None:
             raise RuntimeError("the MCP endpoint is not available (see the server's log)") from self._failure
