@@ -163,6 +163,18 @@ def test_entry_points_register_a_class_by_name_or_a_module_by_its_decorators(plu
     assert registry.broken() == {}
 
 
+def test_a_distribution_installed_after_a_first_lookup_is_seen_by_a_registry_made_after(plugins: Plugins) -> None:
+    """The installed entry points are read once for every registry, and again once a folder on
+    sys.path changed: a distribution installed meanwhile is not missed."""
+    first = plugins.registry()
+    assert first.names() == ["plain"]  # reads the entry points (none for this group yet)
+    plugins.module(f"late_{plugins.tag}", f"from {plugins.widgets} import Widget\n\nclass LateWidget(Widget):\n    pass\n")
+    plugins.distribution("late-widget", {"late": f"late_{plugins.tag}:LateWidget"})
+    widgets = importlib.import_module(plugins.widgets)
+    later = Registry("widget", widgets.Widget, group=plugins.group)
+    assert later.names() == ["late"] and later.distribution("late") == "late-widget 1.0"
+
+
 def test_a_broken_entry_point_fails_only_when_its_name_is_asked_for(plugins: Plugins, caplog: pytest.LogCaptureFixture) -> None:
     """Each problem names the distribution, the entry point and what to do; the rest still loads."""
     plugins.module(f"good_{plugins.tag}", f"from {plugins.widgets} import Widget\n\nclass GoodWidget(Widget):\n    pass\n")

@@ -5,7 +5,8 @@
 
 `create_app` mounts the REST API (`/v1/users/{user}/...`, `/v1/memories/{id}`), the
 OpenAI-compatible chat (`/v1/chat/completions`, `/v1/models`), `/healthz`, `/readyz`,
-`/metrics`, the MCP tools at `/mcp` and the web playground at `/`; OpenAPI is at `/docs`.
+`/metrics`, the MCP tools at `/mcp` (the MCP SDK imported at the first call, `mcp_endpoint`)
+and the web playground at `/`; OpenAPI is at `/docs`.
 Requests pass three checks before any handler: what a web page of another site could make a
 browser send is refused (`browser_guard`: the Host, the Origin of a change, a form's content
 type), a body larger than `server.max_body_bytes` is refused with 413 (by its Content-Length, or
@@ -20,6 +21,7 @@ from then, not from when the last request ended.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import logging
 import os
 import threading
@@ -40,6 +42,7 @@ from memoryscope.server.access import KeyRing
 from memoryscope.server.browser_guard import BrowserGuard, HostPolicy
 from memoryscope.server.errors import install_error_handlers
 from memoryscope.server.limits import RateLimiter
+from memoryscope.server.mcp_endpoint import McpEndpoint
 from memoryscope.server.metrics import ServerMetrics
 from memoryscope.server.middleware import BodyLimit, EncodedSlashGuard, RequestMetrics
 from memoryscope.server.state import ServerState
@@ -112,14 +115,10 @@ def create_app(
 
 
 def _mount_mcp_if_installed(app: FastAPI, state: ServerState) -> None:
-    """The MCP tools over streamable HTTP at `/mcp`, key-scoped like the rest (the `mcp` extra)."""
-    try:
-        from memoryscope.server.routes_mcp import mount_mcp
-    except ModuleNotFoundError as error:  # the mcp extra is not installed: no /mcp endpoint
-        if not (error.name or "").startswith("mcp"):
-            raise
-    else:
-        mount_mcp(app, state)
+    """The MCP tools over streamable HTTP at `/mcp`, key-scoped like the rest, when the `mcp`
+    extra is installed; the SDK itself is imported at the first MCP call (`mcp_endpoint`)."""
+    if importlib.util.find_spec("mcp") is not None:  # not installed: no /mcp endpoint
+        McpEndpoint.install(app, state)
 
 
 def begin_shutdown(app: Any) -> None:

@@ -104,17 +104,17 @@ class UserMatrix:
         self.seq = -1  # change-log position reflected; -1 = never loaded
         self.version = 0  # bumped by every change of the rows, so a mask can be matched to its rows
         self.size = 0
-        self._position: dict[int, int] = {}
+        self._positions: dict[int, int] | None = {}  # row id -> row; None: to be made from `row_ids`
         self._target_codes: dict[str, int] = {}
         self._workspace_codes: dict[str, int] = {}
         self._type_codes: dict[str, int] = {}
         self._allocate(0)
 
-    def _allocate(self, capacity: int, populate: bool = False) -> None:
+    def _allocate(self, capacity: int, populate: bool = False, vectors: np.ndarray | None = None) -> None:
         """Fresh arrays for `capacity` rows, on plain pages (see `_arrays`); `populate` when
-        they are about to be filled (nearly) whole."""
+        they are about to be filled (nearly) whole. `vectors`: those given instead (see `reset`)."""
         self.row_ids = empty(capacity, np.int64, populate=populate)
-        self.vectors = empty((capacity, self.dimension), np.float32, populate=populate)
+        self.vectors = vectors if vectors is not None else empty((capacity, self.dimension), np.float32, populate=populate)
         self.target = empty(capacity, np.int32, populate=populate)
         self.workspace = empty(capacity, np.int32, populate=populate)
         self.memory_type = empty(capacity, np.int8, populate=populate)
@@ -123,31 +123,47 @@ class UserMatrix:
         self.reflected = empty(capacity, bool, populate=populate)
         self.updated = empty(capacity, bool, populate=populate)
 
+    @property
+    def _position(self) -> dict[int, int]:
+        """Row id -> row. After a snapshot it is made at first need (the caller holds `lock`):
+        100k entries take ~15 ms, which a first search without a filter does not need."""
+        if self._positions is None:
+            size = self.size
+            self._positions = dict(zip(self.row_ids[:size].tolist(), range(size), strict=True))
+        return self._positions
+
     def _arrays(self) -> list[np.ndarray]:
         columns = [self.row_ids, self.vectors, self.target, self.workspace, self.memory_type, self.status]
         return [*columns, *self.times.values(), self.reflected, self.updated]
 
     def _grow(self, needed: int) -> None:
         capacity = len(self.row_ids)
-        if needed <= capacity:
+        if needed <= len(self.vectors):  # the vectors may have less room than the other columns (see `reset`)
+            return
+        if needed <= capacity:  # only the vectors are short: off the snapshot's pages, into room of their own
+            vectors = empty((capacity, self.dimension), np.float32)
+            vectors[: self.size] = self.vectors[: self.size]
+            self.vectors = vectors
             return
         old = self._arrays()
         self._allocate(max(needed, capacity * 2, 64))
         for old_array, new_array in zip(old, self._arrays(), strict=True):
             new_array[: self.size] = old_array[: self.size]
 
-    def reset(self, capacity: int) -> None:
+    def reset(self, capacity: int, vectors: np.ndarray | None = None) -> None:
         """Forget every row and make room for `capacity` of them: for a reload, which fills
-        nearly all of that room at once (its callers leave an eighth to grow into)."""
+        nearly all of that room at once (its callers leave an eighth to grow into). `vectors`:
+        the rows' vectors as they are (a snapshot's mapped pages, `_sqlite_snapshot`), with no
+        room beyond them; the first row added moves them into an array of `capacity` rows."""
         self.version += 1
         self._drop_graph()
         self.size = 0
         self.seq = -1
-        self._position.clear()
+        self._positions = {}
         self._target_codes.clear()
         self._workspace_codes.clear()
         self._type_codes.clear()
-        self._allocate(capacity, populate=True)
+        self._allocate(capacity, populate=True, vectors=vectors)
 
     def code_names(self) -> tuple[list[str], list[str], list[str]]:
         """The target, workspace and memory type names in the order of their codes (for a snapshot)."""
@@ -167,7 +183,7 @@ class UserMatrix:
         self._drop_graph()
         self.size = size
         self.seq = seq
-        self._position = dict(zip(self.row_ids[:size].tolist(), range(size), strict=True))
+        self._positions = None  # made at first need (`_position`)
         self._target_codes = {name: code for code, name in enumerate(target_names)}
         self._workspace_codes = {name: code for code, name in enumerate(workspace_names)}
         self._type_codes = {name: code for code, name in enumerate(type_names)}

@@ -51,10 +51,11 @@ class SqliteStoreParams(HybridFusionSettings):
         "change log, so writes by any process are seen.",
     )
     matrix_snapshot_from: int = Field(
-        default=5_000,
+        default=1_000,
         gt=0,
         description="Users with at least this many memories get a packed copy of their vector matrix saved beside "
-        "the file (`<path>-snapshots/`), so a new process loads it in one read instead of row by row. It is saved "
+        "the file (`<path>-snapshots/`), so a new process loads it in one read instead of row by row (at 1,000 "
+        "memories ~1 ms instead of ~10 ms, several warm retrieves' time). It is saved "
         "after a user's matrix is loaded row by row, and on closing a store that changed more of a user's "
         "memories than a snapshot may lag behind (an import). Deleting any of a user's memories drops their "
         "snapshot (the next load saves a new one).",

@@ -122,7 +122,7 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
         hybrid_fusion: Fusion = "rrf",
         change_log_retain: int = 50_000,
         history_keep_deleted_content: bool = False,
-        matrix_snapshot_from: int = 5_000,
+        matrix_snapshot_from: int = 1_000,
         node_cache_size: int = 20_000,
         keyword_in_memory_from: int = 5_000,
         ann_min_memories: int = 50_000,

@@ -5,6 +5,7 @@ missing or damaged only means loading row by row."""
 
 from __future__ import annotations
 
+import mmap
 import sqlite3
 from datetime import timedelta
 from pathlib import Path
@@ -396,3 +397,53 @@ def test_a_snapshot_copied_before_a_delete_is_not_named_after_it(tmp_path: Path,
         again = UserMatrix(embedding_model.dimension)
         assert read_snapshot(connection, path, again, "ann", pruned_through=0)
     assert _rows(again) == _row_by_row(path, embedding_model.dimension) and len(_rows(again)) == 29
+
+
+def _mapped(array: np.ndarray) -> bool:
+    """Whether `array` lies in a memory-mapped file's pages (its base, or the base's base, ...)."""
+    base = array.base
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return isinstance(base.obj if isinstance(base, memoryview) else base, mmap.mmap)
+
+
+@pytest.mark.skipif(not hasattr(mmap, "MAP_PRIVATE"), reason="the vectors are mapped on POSIX only")
+def test_vectors_mapped_from_a_snapshot_change_in_memory_never_in_the_file(
+    tmp_path: Path, embedding_model: LocalEmbedding
+) -> None:
+    """A new store takes a snapshot's vectors in the file's pages; a rewritten vector, a delete
+    (which drops the file while it is mapped), then new rows keep the matrix equal to the rows,
+    and the file stays as it was written until it is dropped."""
+    path = tmp_path / "m.db"
+    with _store(path, embedding_model) as store:
+        _snapshotted(store, 40)
+    [snapshot] = list(snapshot_folder(path).glob("*.snapshot"))
+    written = snapshot.read_bytes()
+    with _store(path, embedding_model) as fresh:
+        matrix = _searched_matrix(fresh)
+        assert _mapped(matrix.vectors) and len(matrix.vectors) == 40 < len(matrix.row_ids)
+        assert matrix._positions is None  # row id -> row: not needed yet, made when first needed
+        fresh.upsert([make_node("memory 3, said again", memory_id="m3")], vectors=unit_vectors(1, fresh.dimension, seed=41))
+        assert _searched_matrix(fresh) is matrix and _mapped(matrix.vectors)  # a copy of the page, not of the matrix
+        assert _rows(matrix) == _row_by_row(path, embedding_model.dimension)
+        assert snapshot.read_bytes() == written
+        fresh.delete(["m5"])
+        assert _searched_matrix(fresh) is matrix and _mapped(matrix.vectors)
+        assert _rows(matrix) == _row_by_row(path, embedding_model.dimension)
+        assert not snapshot.exists()  # a deleted memory's vector lives on in no file
+        _fill(fresh, 3, start=200)  # room of their own, the size of the other columns'
+        assert _searched_matrix(fresh) is matrix and not _mapped(matrix.vectors)
+        assert len(matrix.vectors) == len(matrix.row_ids) and matrix.size == 42
+        assert _rows(matrix) == _row_by_row(path, embedding_model.dimension)
+
+
+def test_by_default_a_user_of_a_thousand_memories_gets_a_snapshot(tmp_path: Path, embedding_model: LocalEmbedding) -> None:
+    """The default threshold: at 1,000 memories loading row by row costs several warm retrieves."""
+    path = tmp_path / "m.db"
+    with SqliteMemoryStore(path=path, embedding_model=embedding_model) as store:
+        for user, count in (("ann", 1000), ("bob", 999)):
+            nodes = [make_node(f"memory {index}", user_name=user) for index in range(count)]
+            store.upsert(nodes, vectors=unit_vectors(count, store.dimension, seed=count))
+            store.search(MemoryFilter(user), vector=unit_vectors(1, store.dimension, seed=1)[0], mode=SearchMode.DENSE, top_k=3)
+        store._snapshots.wait()
+    assert set(_snapshot_files(path)) == {"ann"}
