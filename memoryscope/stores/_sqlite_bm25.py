@@ -275,7 +275,7 @@ class UserWords:
         except IndexError:
             score, held = np.zeros(self.row_ids.size), np.zeros(self.row_ids.size, dtype=bool)
         for docs, terms in parts:
-            score[docs] += terms  # a phrase's rows are distinct
+            np.add.at(score, docs, terms)  # `score[docs] += terms` (a phrase's rows are distinct), ~1/3 faster
             held[docs] = True
         candidates = np.flatnonzero(held)
         found = score[candidates]
