@@ -17,9 +17,10 @@ scores are the same numbers, and ties go to the lower row id as in SQL.
 A search asks for the best ~170 of a user's rows, and a query's words can be in a fifth of them.
 So `UserWords.ranked` computes the length norm once per distinct length (not per row), scores
 first the rows holding the query's rarest words, and skips the rows that cannot reach the best
-`limit` (MaxScore, `_sqlite_bm25_top`); what is left is selected, not sorted whole. At 1M synthetic
-memories (`benchmarks/README.md`), 200 queries, limit 166: p50 / p95 9.4 / 25 ms before, ~3 /
-~9 ms after, on a loaded machine; at 100k 0.8 / 2.7 against 0.4 / 1.5 ms.
+`limit` (MaxScore, `_sqlite_bm25_top`); what is left is selected, not sorted whole. One user of
+synthetic memories (`benchmarks.scale`'s texts), 200 queries, limit 166, CPU time p50 / p95,
+the old and the new ranking in turn on a loaded machine: at 1M 14.0-14.9 / 25-26 ms before,
+2.6-2.7 / 6.4-7.0 ms after; at 100k 0.85 / 1.5 against 0.46-0.47 / 0.75-0.77 ms.
 
 Only where the result is certainly FTS5's: words of plain tokens (ASCII letters and digits, or
 CJK ideographs: one token each for FTS5's `unicode61` tokenizer, kept as they are), one-token
