@@ -7,7 +7,7 @@ So no engine's own analyzer decides anything; each only ranks. Rows are numbered
 
 - `fts5`: the store's SQL (`-bm25(memory_words, 0.0, 1.0)`, ties to the lower rowid) on a real
   SQLite file with the store's FTS5 table shape (`scope`, `words`).
-- `userwords`: the store's `UserWords` (`stores/_sqlite_bm25.py`) built from that file's rows;
+- `userwords`: the store's `UserWords` (`stores/_sqlite_bm25_lists.py`) built from that file's rows;
   a search also reads FTS5's totals, as the store does on every search.
 - `tantivy`: one index per user in a folder, a `words` text field with tantivy's `whitespace`
   tokenizer (our tokens kept as they are), frequencies without positions (BM25 needs no more),
@@ -32,7 +32,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from memoryscope.stores._sqlite_bm25 import Pacer, UserWords, _Rows, _varints
+from memoryscope.stores._sqlite_bm25 import _varints
+from memoryscope.stores._sqlite_bm25_lists import Pacer, UserWords, _Rows
 from memoryscope.text import index_terms, keyword_query
 
 __all__ = ["ENGINES", "Engine", "document_tokens", "make_engine", "missing", "query_terms"]

@@ -1,5 +1,5 @@
 """Which of a user's rows can be among the best `limit` of a keyword search, and their scores
-(for `_sqlite_bm25.UserWords.ranked`: FTS5's `bm25()` over posting lists in memory).
+(for `_sqlite_bm25_lists.UserWords.ranked`: FTS5's `bm25()` over posting lists in memory).
 
 A query's words can be in a fifth of a large user's rows, and a search asks for ~170 of them.
 A row holding only some of the query's phrases scores at most the sum of those phrases' best

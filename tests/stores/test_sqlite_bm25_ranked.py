@@ -12,9 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import memoryscope.stores._sqlite_bm25 as bm25
+import memoryscope.stores._sqlite_bm25_lists as bm25_lists
 import memoryscope.stores._sqlite_bm25_top as bm25_top
-from memoryscope.stores._sqlite_bm25 import Pacer, UserWords, _Rows, _varints
+from memoryscope.stores._sqlite_bm25 import _varints
+from memoryscope.stores._sqlite_bm25_lists import Pacer, UserWords, _Rows
 
 _VOCABULARY = [f"w{index}" for index in range(300)]
 
@@ -99,7 +100,7 @@ def test_every_path_is_taken_and_each_ranks_as_fts5(
                 ends["rows skipped"] += 1
         return candidates, score, floor
 
-    monkeypatch.setattr(bm25, "reachable", counted)
+    monkeypatch.setattr(bm25_lists, "reachable", counted)
     for limit in (3, 20):
         for phrases in _queries(seed=100 + limit):
             assert words.ranked(phrases, rows, tokens, limit) == _fts5(connection, phrases, limit), phrases
