@@ -43,7 +43,8 @@ setup(
     extras_require={
         "elasticsearch": ["elasticsearch>=8.13,<9"],
         "dashscope": ["dashscope>=1.20", "llama-index-llms-dashscope>=0.3"],
-        "bench": ["matplotlib>=3.7"],
+        # the benchmarks' plots; tantivy and bm25s only for `benchmarks.keyword_engines` (never imported by memoryscope)
+        "bench": ["matplotlib>=3.7", "tantivy>=0.27", "bm25s>=0.2"],
         "server": ["fastapi>=0.110", "uvicorn>=0.29", "httpx>=0.27"],  # `memoryscope serve`, memoryscope.client
         "mcp": ["mcp>=2.3,<3"],  # `memoryscope mcp`, and /mcp on the server
         "dev": [

@@ -2,8 +2,9 @@
 
 Matching a query in FTS5 is cheap (~0.6 ms at 100k memories); scoring every match with
 `bm25()` is not (~10 ms p50, ~25 ms p95: one call into the auxiliary-function API per row). So
-for a user with many memories the user's posting lists are kept in memory (`UserWords`, built
-from the words FTS5 holds for the user) and the same formula is computed over them:
+for a user with many memories the user's posting lists are kept in memory (`UserWords` of
+`_sqlite_bm25_lists`, built from the words FTS5 holds for the user) and the same formula is
+computed over them:
 
     score = sum over the query's phrases, in order, of
             idf * (f * (k1 + 1)) / (f + k1 * (1 - b + b * D / avgdl))
@@ -13,6 +14,14 @@ columns, avgdl and the row count N from FTS5's own totals (read on every search:
 writes change them), idf = log((N - n + 0.5) / (n + 0.5)) (1e-6 when not positive), n the rows
 holding the phrase. The operations are FTS5's (`fts5_aux.c`), in its order, in float64, so the
 scores are the same numbers, and ties go to the lower row id as in SQL.
+
+A search asks for the best ~170 of a user's rows, and a query's words can be in a fifth of them.
+So `UserWords.ranked` computes the length norm once per distinct length (not per row), scores
+first the rows holding the query's rarest words, and skips the rows that cannot reach the best
+`limit` (MaxScore, `_sqlite_bm25_top`); what is left is selected, not sorted whole. One user of
+synthetic memories (`benchmarks.scale`'s texts), 200 queries, limit 166, CPU time p50 / p95,
+the old and the new ranking in turn on a loaded machine: at 1M 14.0-14.9 / 25-26 ms before,
+2.6-2.7 / 6.4-7.0 ms after; at 100k 0.85 / 1.5 against 0.46-0.47 / 0.75-0.77 ms.
 
 Only where the result is certainly FTS5's: words of plain tokens (ASCII letters and digits, or
 CJK ideographs: one token each for FTS5's `unicode61` tokenizer, kept as they are), one-token
@@ -40,18 +49,17 @@ with paced builds, 3.8-4.0 ms with updates (3.7-4.0 ms with no write at all).
 from __future__ import annotations
 
 import json
-import math
 import re
 import sqlite3
 import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from memoryscope.stores._sqlite_bm25_lists import _PLAIN, _ROWS_PER_CHECK, BuildStopped, Pacer, UserWords, _Rows
 from memoryscope.stores._sqlite_schema import KEYWORD_INDEX_VERSION, PRUNED_THROUGH_SQL, ROWID_SPAN
 
 if TYPE_CHECKING:  # a type only: `_sqlite_connections` imports modules that import this one
@@ -60,12 +68,6 @@ if TYPE_CHECKING:  # a type only: `_sqlite_connections` imports modules that imp
 __all__ = ["BUILD_AFTER", "BuildStopped", "MemoryWords", "Pacer", "UserWords", "phrases_of"]
 
 BUILD_AFTER = 3  # searches of a user answered by FTS5 before its lists are built
-_SLICE_S = 0.0005  # a build's work between two rests ...
-_REST_S = 0.001  # ... and each rest, when the lock passes to searches that wait for it
-_ROWS_PER_CHECK = 16  # rows a build handles between two looks at the clock
-_K1 = 1.2
-_B = 0.75
-_PLAIN = re.compile(r"[0-9a-z\u4e00-\u9fff ]*")  # tokens unicode61 keeps whole and unchanged
 _PHRASE = re.compile(r'"((?:[^"]|"")*)"')
 # what must hold for posting lists built at `seq` to still be the user's words
 _STATE_SQL = """
@@ -90,166 +92,6 @@ def phrases_of(match: str) -> list[str] | None:
     if not phrases or any(" " in phrase or not _PLAIN.fullmatch(phrase) for phrase in phrases):
         return None
     return phrases
-
-
-class BuildStopped(Exception):
-    """A paced build was asked to stop (its store is closing)."""
-
-
-class Pacer:
-    """Rests a background thread `rest_s` after each `slice_s` (see the module's docstring). A
-    slice is wall time, waits for the lock included: a thread that had to wait long for the lock
-    after its rest has had its turn, and rests again soon. Once `stop` is set, the next step
-    raises `BuildStopped`: a paced build is slow, and closing a store must not wait for it."""
-
-    def __init__(self, slice_s: float = _SLICE_S, rest_s: float = _REST_S, stop: threading.Event | None = None) -> None:
-        self.slice_s = slice_s
-        self.rest_s = rest_s
-        self.rests = 0
-        self._stop = stop
-        self._slice_ends = time.perf_counter() + slice_s
-
-    def step(self) -> None:
-        """Call between small pieces of work: rests when the current slice is used up."""
-        if self._stop is not None and self._stop.is_set():
-            raise BuildStopped
-        if time.perf_counter() >= self._slice_ends:
-            time.sleep(self.rest_s)
-            self.rests += 1
-            self._slice_ends = time.perf_counter() + self.slice_s
-
-
-@dataclass
-class _Rows:
-    """A user's `memory_words` rows, column by column: plain ints and strings, which the garbage
-    collector does not track (a build keeping thousands of row tuples set off full collections
-    of the whole process, 25-50 ms with every search stopped)."""
-
-    rowids: list[int] = field(default_factory=list)
-    scopes: list[str] = field(default_factory=list)
-    words: list[str] = field(default_factory=list)
-
-    def add_plain(self, batch: list[tuple[int, str, str]]) -> bool:
-        """Add `(rowid, scope, words)` rows; False, adding none, if a word among them is not a
-        plain token (FTS5 must rank that user)."""
-        if not batch:
-            return True
-        # one match for the batch: its scopes and words joined by spaces are plain exactly when each one is
-        if not _PLAIN.fullmatch(" ".join(f"{scope} {words}" for _, scope, words in batch)):
-            return False
-        rowids, scopes, words = zip(*batch, strict=True)
-        self.rowids += rowids
-        self.scopes += scopes
-        self.words += words
-        return True
-
-
-@dataclass
-class _Postings:
-    """Rows' postings: one entry per (word, row) pair, in any order; `lengths` per row."""
-
-    terms: np.ndarray  # int64 word numbers
-    rows: np.ndarray  # int64 positions of the rows
-    counts: np.ndarray  # float64 occurrences of the word in the row
-    lengths: np.ndarray  # float64 tokens of each row, every column's
-
-
-def _postings(rows: _Rows, vocabulary: dict[str, int], pacer: Pacer) -> _Postings:
-    """The postings of `rows` (positions in their order), numbering new words into `vocabulary`
-    in order of appearance."""
-    count = len(rows.words)
-    lengths = np.empty(count, dtype=np.float64)
-    terms: list[np.ndarray] = []  # each chunk's token numbers (one array a chunk: no long conversion at the end)
-    per_row = np.empty(count, dtype=np.int64)  # each row's tokens in `words`
-    for start in range(0, count, _ROWS_PER_CHECK):
-        stop = start + _ROWS_PER_CHECK
-        tokens_of = [words.split() for words in rows.words[start:stop]]
-        for position, (tokens, scope) in enumerate(zip(tokens_of, rows.scopes[start:stop], strict=True), start):
-            per_row[position] = len(tokens)
-            lengths[position] = len(tokens) + len(scope.split())  # D counts every column's tokens
-        tokens = [token for row_tokens in tokens_of for token in row_tokens]
-        for token in dict.fromkeys(tokens):
-            if token not in vocabulary:
-                vocabulary[token] = len(vocabulary)
-        terms.append(np.fromiter(map(vocabulary.__getitem__, tokens), dtype=np.int64, count=len(tokens)))
-        pacer.step()
-    positions = np.repeat(np.arange(count, dtype=np.int64), per_row)
-    span = max(count, 1)
-    numbers = np.concatenate(terms) if terms else np.empty(0, dtype=np.int64)
-    pairs, counts = np.unique(numbers * span + positions, return_counts=True)
-    return _Postings(pairs // span, pairs % span, counts.astype(np.float64), lengths)
-
-
-class UserWords:
-    """One user's posting lists as of change-log position `seq`: for each word the rows holding
-    it (positions into `row_ids`, which ascend) and how often. Made by `built` (every row of the
-    user) or `updated` (only the rows changed since)."""
-
-    def __init__(self, seq: int, row_ids: np.ndarray, vocabulary: dict[str, int], postings: _Postings) -> None:
-        self.seq = seq
-        self.row_ids = row_ids
-        span = max(row_ids.size, 1)
-        order = np.argsort(postings.terms * span + postings.rows, kind="stable")
-        self._vocabulary = vocabulary  # never changed once made: searches read it from other threads
-        self._docs = postings.rows[order].astype(np.int32)
-        self._counts = postings.counts[order]
-        self._starts = np.searchsorted(postings.terms[order], np.arange(len(vocabulary) + 1))
-        self._lengths = postings.lengths
-
-    @classmethod
-    def built(cls, seq: int, rows: _Rows, base: int, pacer: Pacer) -> UserWords:
-        """The lists of every row of the user (`rows`, by ascending rowid; `base` the user's first rowid)."""
-        vocabulary: dict[str, int] = {}
-        postings = _postings(rows, vocabulary, pacer)
-        return cls(seq, np.asarray(rows.rowids, dtype=np.int64) - base, vocabulary, postings)
-
-    def updated(self, seq: int, changed: np.ndarray, rows: _Rows, base: int, pacer: Pacer) -> UserWords:
-        """These lists with the rows `changed` since (row ids) replaced by `rows`, what those
-        of them still of the user hold now (the rest were deleted or moved away): the same
-        lists as `built` would make, from a fraction of the work."""
-        vocabulary = dict(self._vocabulary)
-        fresh = _postings(rows, vocabulary, pacer)
-        kept = ~np.isin(self.row_ids, changed)
-        kept_postings = kept[self._docs]
-        row_ids = np.concatenate([self.row_ids[kept], np.asarray(rows.rowids, dtype=np.int64) - base])
-        order = np.argsort(row_ids, kind="stable")
-        position = np.empty(order.size, dtype=np.int64)
-        position[order] = np.arange(order.size)  # a row's place among the rows after the update
-        kept_index = np.cumsum(kept) - 1  # an old position's place among the kept rows
-        old_terms = np.repeat(np.arange(self._starts.size - 1), np.diff(self._starts))
-        postings = _Postings(
-            terms=np.concatenate([old_terms[kept_postings], fresh.terms]),
-            rows=np.concatenate([position[kept_index[self._docs[kept_postings]]], position[int(kept.sum()) + fresh.rows]]),
-            counts=np.concatenate([self._counts[kept_postings], fresh.counts]),
-            lengths=np.concatenate([self._lengths[kept], fresh.lengths])[order],
-        )
-        return UserWords(seq, row_ids[order], vocabulary, postings)
-
-    def ranked(self, phrases: list[str], rows: int, tokens: int, limit: int | None) -> list[tuple[int, float]]:
-        """`(row_id, score)` best first (ties: lower row id), as FTS5 ranks them with `bm25()`;
-        `rows` and `tokens` are FTS5's totals for the whole table."""
-        size = self.row_ids.size
-        score = np.zeros(size)
-        matched = np.zeros(size, dtype=bool)
-        norm = _K1 * ((1 - _B) + (_B * self._lengths) / (tokens / rows))
-        for phrase in phrases:
-            term = self._vocabulary.get(phrase)
-            hits = 0 if term is None else int(self._starts[term + 1] - self._starts[term])
-            idf = math.log((rows - hits + 0.5) / (hits + 0.5))
-            if idf <= 0.0:
-                idf = 1e-6
-            if term is None:
-                continue
-            docs = self._docs[self._starts[term] : self._starts[term + 1]]
-            frequency = self._counts[self._starts[term] : self._starts[term + 1]]
-            score[docs] += idf * ((frequency * (_K1 + 1.0)) / (frequency + norm[docs]))
-            matched[docs] = True
-        candidates = np.flatnonzero(matched)
-        order = np.lexsort((self.row_ids[candidates], -score[candidates]))
-        if limit is not None:
-            order = order[:limit]
-        best = candidates[order]
-        return list(zip(self.row_ids[best].tolist(), score[best].tolist(), strict=True))
 
 
 class MemoryWords:
