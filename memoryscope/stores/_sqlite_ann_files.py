@@ -206,14 +206,11 @@ class GraphFiles:
         """Remove the saved graphs of `user_names` (a delete calls it once its transaction has committed)."""
         for user_name in user_names:
             stem = _stem(user_name)
-            self._description(user_name).unlink(missing_ok=True)
-            for leftover in self.folder.glob(f"{stem}-*.usearch"):
-                leftover.unlink(missing_ok=True)
+            _remove([self._description(user_name), *self.folder.glob(f"{stem}-*.usearch")])
 
     def forget_all(self) -> None:
         """Remove every saved graph (after a re-embedding: they hold the former vectors)."""
-        for leftover in [*self.folder.glob("ann-*.json"), *self.folder.glob("ann-*.usearch")]:
-            leftover.unlink(missing_ok=True)
+        _remove([*self.folder.glob("ann-*.json"), *self.folder.glob("ann-*.usearch")])
 
     def problems(self, dimension: int | None) -> list[str]:
         """What is wrong with the saved graphs (each is checked whole against its CRC-32): [] when
@@ -233,3 +230,14 @@ class GraphFiles:
                     "the next search of the user builds it again from the store (nothing is lost)"
                 )
         return found
+
+
+def _remove(files: list[Path]) -> None:
+    """Delete `files`; one that cannot be (a read-only folder) is said once, not raised: the
+    caller's delete or re-embedding has committed, and a description that stays is checked
+    against the log before use."""
+    for file in files:
+        try:
+            file.unlink(missing_ok=True)
+        except OSError as error:
+            _log.warning("could not remove %s (%s); remove it by hand, or let the next save replace it", file, error)

@@ -305,7 +305,12 @@ class UserMatrix:
         under `lock`, put in the rows changed meanwhile and take the graph, unless the rows were
         replaced wholesale since. A graph built here on the background thread is saved first."""
         files = None if inline or self.ann is None else self.ann.files
-        graph = self._saved_graph(files, generation) if files is not None else None
+        graph = None
+        if files is not None:
+            try:
+                graph = self._saved_graph(files, generation)
+            except Exception as error:  # a saved graph only spares a build: build one from the rows
+                _log.warning("could not load the saved approximate index of user %r (%s); building it", self.user_name, error)
         built = graph is None
         if graph is None:
             graph = AnnGraph(self.dimension)
