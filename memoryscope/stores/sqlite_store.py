@@ -124,7 +124,7 @@ class SqliteMemoryStore(SqliteReads, MemoryStore):
         history_keep_deleted_content: bool = False,
         matrix_snapshot_from: int = 1_000,
         node_cache_size: int = 20_000,
-        keyword_in_memory_from: int = 5_000,
+        keyword_in_memory_from: int = 200,
         ann_min_memories: int = 50_000,
         allow_model_change: bool = False,
     ) -> None:
