@@ -191,3 +191,23 @@ def test_an_unscoped_keyword_index_is_rebuilt_on_open_with_a_notice(
         assert _searches(second) == before
         assert second.count(MemoryFilter("ann")) == 40
     assert "re-indexing the keywords of 80 memories" in caplog.text
+
+
+def test_a_filters_mask_is_kept_until_the_rows_change(store: SqliteMemoryStore) -> None:
+    store.upsert([make_node(f"note {index}", user_name="ann", memory_type=MemoryType.OBSERVATION) for index in range(20)])
+    wanted = MemoryFilter("ann", memory_types=(MemoryType.OBSERVATION,), status=MemoryStatus.VALID)
+    assert len(store.search(wanted, query="note", mode=SearchMode.DENSE, top_k=50)) == 20
+    matrix = store._cache.matrix("ann")  # the one look inside: which mask object a search uses
+    with matrix.lock:
+        first = matrix.mask(wanted, None)
+        assert first is not None and matrix.mask(wanted, None) is first and not first.flags.writeable
+    store.upsert(
+        [
+            make_node("an insight", user_name="ann", memory_type=MemoryType.INSIGHT),
+            make_node("one more note", user_name="ann", memory_type=MemoryType.OBSERVATION),
+        ]
+    )
+    assert len(store.search(wanted, query="note", mode=SearchMode.DENSE, top_k=50)) == 21  # the new rows are seen
+    with matrix.lock:
+        second = matrix.mask(wanted, None)
+        assert second is not first and int(second.sum()) == 21 and second.size == matrix.size == 22
