@@ -64,6 +64,15 @@ def unit_vectors(count: int, dimension: int, seed: int = 0) -> np.ndarray:
     return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
+def clustered_vectors(count: int, dimension: int, seed: int) -> np.ndarray:
+    """`count` unit vectors around 20 fixed topics, as embeddings are (random ones have no
+    neighbours worth finding, so an approximate index cannot be judged on them)."""
+    centres = np.random.default_rng(99).standard_normal((20, dimension)).astype(np.float32)
+    rng = np.random.default_rng(seed)
+    vectors = centres[rng.integers(0, 20, count)] + rng.standard_normal((count, dimension)).astype(np.float32) * 0.8
+    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+
+
 class RenamedEmbedding(EmbeddingModel):
     """A real model under another name (and, when `dimension` is smaller, truncated vectors):
     stands in for "a different embedding model" in the model-mismatch tests."""

@@ -42,6 +42,7 @@ from memoryscope.testing._store_cases import (
     FILTER_CASES,
     FilterCase,
     RenamedEmbedding,
+    clustered_vectors,
     embedding_calls,
     filter_population,
     ids,
@@ -53,7 +54,7 @@ from memoryscope.testing._store_contract_search import SearchCases
 from memoryscope.testing._store_contract_state import StateCases
 from memoryscope.testing._store_contract_whole import WholeStoreCases
 
-__all__ = ["BASE_TIME", "RenamedEmbedding", "StoreContract", "make_node", "unit_vectors"]
+__all__ = ["BASE_TIME", "RenamedEmbedding", "StoreContract", "clustered_vectors", "make_node", "unit_vectors"]
 
 
 class StoreContract(SearchCases, MetadataCases, WholeStoreCases, StateCases):

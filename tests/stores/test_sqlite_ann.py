@@ -19,6 +19,7 @@ from memoryscope.stores.base import MemoryFilter, MemoryStore, SearchMode, TimeR
 from memoryscope.stores.metadata import MetadataCondition
 from memoryscope.stores.sqlite_store import SqliteMemoryStore
 from memoryscope.testing.store_contract import BASE_TIME, StoreContract, make_node
+from memoryscope.testing.store_contract import clustered_vectors as clustered
 
 pytestmark = pytest.mark.slow  # approximate indexes built, the store contract again; `-m "not slow"` leaves it out
 
@@ -45,14 +46,6 @@ class TestSqliteStoreContractWithIndex(StoreContract):
 
 USER = MemoryFilter("ann")
 _TYPES = (MemoryType.OBSERVATION, MemoryType.INSIGHT, MemoryType.CONVERSATION)
-
-
-def clustered(count: int, dimension: int, seed: int) -> np.ndarray:
-    """Unit vectors around 20 topics, as embeddings are (random ones have no neighbours to find)."""
-    centres = np.random.default_rng(99).standard_normal((20, dimension)).astype(np.float32)
-    rng = np.random.default_rng(seed)
-    vectors = centres[rng.integers(0, 20, count)] + rng.standard_normal((count, dimension)).astype(np.float32) * 0.8
-    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
 def population(count: int) -> list[MemoryNode]:

@@ -15,19 +15,13 @@ from memoryscope.models.embedding.local_embedding import LocalEmbedding
 from memoryscope.stores._sqlite_ann_files import GraphFiles
 from memoryscope.stores.base import MemoryFilter, SearchMode
 from memoryscope.stores.sqlite_store import SqliteMemoryStore
+from memoryscope.testing.store_contract import clustered_vectors as clustered
 from memoryscope.testing.store_contract import make_node
 
 pytestmark = pytest.mark.slow  # graphs of 5,000 vectors built and saved; `-m "not slow"` leaves it out
 
 USER = MemoryFilter("big")
 COUNT = 5000  # past the size a search builds inline: built on the background thread, and saved
-
-
-def clustered(count: int, dimension: int, seed: int) -> np.ndarray:
-    centres = np.random.default_rng(99).standard_normal((20, dimension)).astype(np.float32)
-    rng = np.random.default_rng(seed)
-    vectors = centres[rng.integers(0, 20, count)] + rng.standard_normal((count, dimension)).astype(np.float32) * 0.8
-    return vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
 
 
 def population(count: int) -> list[MemoryNode]:
