@@ -1,9 +1,11 @@
-"""What the MCP tests share: the stdio server's parameters, an SDK client session, tool-result text, a seeded store."""
+"""What the MCP tests share: the stdio server's parameters, an SDK client session, the streamable-HTTP
+transport to a live server, tool-result text, a seeded store."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +16,13 @@ pytest.importorskip("mcp", reason="the MCP tests need the mcp extra: pip install
 
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.types import CallToolResult
 
 from memoryscope.app import MemoryScope
 from memoryscope.testing.fake_openai import FakeOpenAIServer
+from memoryscope.testing.live_server import LiveServer
 
 LLM_ENV = ("MEMORYSCOPE_LLM_API_BASE", "MEMORYSCOPE_LLM_API_KEY", "MEMORYSCOPE_LLM_MODEL", "MEMORYSCOPE_STORE_PATH")
 
@@ -55,3 +60,13 @@ def seed(store: Path, user: str, text: str) -> str:
     """Store `text` as one memory of `user` in the store file, as given; its id."""
     with MemoryScope("default", overrides={"memory_store.path": str(store)}) as scope:
         return scope.add(text, user_id=user, infer=False)[0].id
+
+
+@asynccontextmanager
+async def connect(live: LiveServer, **headers: str) -> AsyncIterator[Any]:
+    """The SDK's streamable-HTTP transport to `/mcp`, sending `headers`; its HTTP client closed after."""
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        streamable_http_client(f"{live.url}/mcp", http_client=http) as streams,
+    ):
+        yield streams

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import requests
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp_session import run_client, seed, text_of
+from mcp_session import connect, run_client, seed, text_of
 
 from memoryscope.app import MemoryScope
 from memoryscope.server.access import ApiKey, KeyRing
@@ -45,16 +41,6 @@ def live(llm: FakeOpenAIServer, store: Path) -> Iterator[LiveServer]:
     server = LiveServer(app).start()
     yield server
     server.stop()
-
-
-@asynccontextmanager
-async def connect(live: LiveServer, **headers: str) -> AsyncIterator[Any]:
-    """The SDK's streamable-HTTP transport to `/mcp`, sending `headers`; its HTTP client closed after."""
-    async with (
-        create_mcp_http_client(headers=headers) as http,
-        streamable_http_client(f"{live.url}/mcp", http_client=http) as streams,
-    ):
-        yield streams
 
 
 def test_a_key_reaches_only_its_user_whatever_the_arguments(live: LiveServer, store: Path) -> None:

@@ -10,17 +10,13 @@ import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 import requests
 from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
-from mcp.shared._httpx_utils import create_mcp_http_client
-from mcp_session import llm_env, run_client, seed, text_of
+from mcp_session import connect, llm_env, run_client, seed, text_of
 
 from memoryscope.app import MemoryScope
 from memoryscope.server.access import ApiKey, KeyRing
@@ -130,16 +126,6 @@ def test_a_build_that_fails_fails_the_calls_not_the_server(llm: FakeOpenAIServer
         assert requests.get(f"{server.url}/healthz", timeout=30).status_code == 200
         again = requests.post(f"{server.url}/mcp", json=INITIALIZE, headers=MCP_HEADERS, timeout=30)
         assert again.status_code == 500
-
-
-@asynccontextmanager
-async def connect(live: LiveServer, **headers: str) -> AsyncIterator[Any]:
-    """The SDK's streamable-HTTP transport to `/mcp`, sending `headers`; its HTTP client closed after."""
-    async with (
-        create_mcp_http_client(headers=headers) as http,
-        streamable_http_client(f"{live.url}/mcp", http_client=http) as streams,
-    ):
-        yield streams
 
 
 def _env(llm: FakeOpenAIServer) -> dict[str, str]:
